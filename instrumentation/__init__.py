@@ -1,0 +1,192 @@
+"""Recording hooks, one module per source library, and the harvest sources that drive them.
+
+A *recorder* patches a library for the duration of a harvest so that every top-level operator call
+becomes an ``OperatorInstance`` handed to its ``sink``; ``uninstall`` restores every patched object.
+A *source* drives a recorder over a body of tests (OpInfo samples, a pytest suite, ONNX node tests)
+and yields the recorded instances.
+
+Adding a library means adding ``<lib>_recorder.py`` (a ``BaseRecorder`` subclass) and naming it in
+``RECORDERS``; adding a source means adding a function decorated with ``@harvest_source``.
+Third parties can register both through the ``opera.recorders`` / ``opera.sources`` entry points.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from opera.errors import HarvestError
+from opera.model import OperatorInstance, Source
+
+__all__ = [
+    "RECORDERS",
+    "SOURCES",
+    "BaseRecorder",
+    "HarvestOptions",
+    "HarvestSourceSpec",
+    "get_recorder",
+    "get_source",
+    "harvest_source",
+    "sources_for",
+]
+
+# library -> "module:Class"; imported lazily because importing a DL library costs seconds.
+RECORDERS: dict[str, str] = {
+    "torch": "opera.instrumentation.torch_recorder:TorchRecorder",
+    "keras": "opera.instrumentation.keras_recorder:KerasRecorder",
+    "onnx": "opera.instrumentation.onnx_recorder:OnnxRecorder",
+}
+
+# Modules that define @harvest_source functions, imported when sources are listed.
+_SOURCE_MODULES = (
+    "opera.instrumentation.torch_sources",
+    "opera.instrumentation.keras_sources",
+    "opera.instrumentation.onnx_sources",
+    "opera.instrumentation.pytest_source",
+)
+
+
+class BaseRecorder:
+    """Common machinery: the sink, the current source label, and the top-level-only guard.
+
+    Subclasses implement ``_install``/``_uninstall`` and call ``self.emit(instance)`` for each
+    top-level call. Wrapped library entry points use ``with self.nested():`` around the real call
+    so that calls an operator makes internally are not recorded (``self.recording`` is False inside).
+    """
+
+    library: str = ""
+
+    def __init__(self, sink: Callable[[OperatorInstance], None] | None = None) -> None:
+        self.sink: Callable[[OperatorInstance], None] = sink or (lambda inst: None)
+        self.source = Source(suite="manual")
+        self.installed = False
+        self._local = threading.local()
+        self.errors: dict[str, int] = {}  # "why a call could not be recorded" -> count
+
+    # ---- the top-level guard ------------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    @property
+    def recording(self) -> bool:
+        return self.installed and self.depth == 0
+
+    @contextmanager
+    def nested(self) -> Iterator[None]:
+        self._local.depth = self.depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth -= 1
+
+    paused = nested  # the harvest driver pauses recording while it validates an instance
+
+    def emit(self, inst: OperatorInstance) -> None:
+        self.sink(inst)
+
+    def note_error(self, reason: str) -> None:
+        self.errors[reason] = self.errors.get(reason, 0) + 1
+
+    # ---- install / uninstall ------------------------------------------------------------------
+    def install(self) -> None:
+        if self.installed:
+            return
+        self._install()
+        self.installed = True
+
+    def uninstall(self) -> None:
+        if not self.installed:
+            return
+        self.installed = False
+        self._uninstall()
+
+    def _install(self) -> None:
+        raise NotImplementedError
+
+    def _uninstall(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> BaseRecorder:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def library_version(self) -> str:
+        return ""
+
+
+def _load(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def get_recorder(library: str, sink: Callable[[OperatorInstance], None] | None = None) -> BaseRecorder:
+    spec = RECORDERS.get(library)
+    if spec is None:
+        for ep in entry_points(group="opera.recorders"):
+            if ep.name == library:
+                return ep.load()(sink)
+        raise HarvestError(f"unknown library {library!r}; known: {', '.join(sorted(RECORDERS))}")
+    return _load(spec)(sink)
+
+
+@dataclass(frozen=True)
+class HarvestOptions:
+    limit: int | None = None  # stop after this many recorded instances (per source)
+    pytest_args: tuple[str, ...] = ()  # for pytest-driven sources
+    show_progress: bool = True
+
+
+SourceFunc = Callable[[BaseRecorder, HarvestOptions], Iterator[OperatorInstance]]
+
+
+@dataclass(frozen=True)
+class HarvestSourceSpec:
+    name: str
+    library: str
+    func: SourceFunc
+    description: str
+    default: bool  # part of `opera harvest LIB` with no --source
+
+
+SOURCES: dict[tuple[str, str], HarvestSourceSpec] = {}
+
+
+def harvest_source(library: str, name: str, *, default: bool = False) -> Callable[[SourceFunc], SourceFunc]:
+    """Register a generator ``(recorder, options) -> Iterator[OperatorInstance]`` as a source."""
+
+    def register(func: SourceFunc) -> SourceFunc:
+        doc = (func.__doc__ or "").strip().splitlines()
+        SOURCES[(library, name)] = HarvestSourceSpec(name, library, func, doc[0] if doc else "", default)
+        return func
+
+    return register
+
+
+def _import_sources() -> None:
+    for module in _SOURCE_MODULES:
+        importlib.import_module(module)
+    for ep in entry_points(group="opera.sources"):
+        ep.load()
+
+
+def sources_for(library: str) -> list[HarvestSourceSpec]:
+    _import_sources()
+    return [spec for (lib, _), spec in sorted(SOURCES.items()) if lib == library]
+
+
+def get_source(library: str, name: str) -> HarvestSourceSpec:
+    _import_sources()
+    spec = SOURCES.get((library, name))
+    if spec is None:
+        known = ", ".join(s.name for s in sources_for(library)) or "none"
+        raise HarvestError(f"unknown source {name!r} for {library}; known: {known}")
+    return spec

@@ -1,0 +1,75 @@
+"""pytest plugin that records operator instances while any test suite runs.
+
+Registered through the ``pytest11`` entry point and inert unless ``OPERA_HARVEST_OUT`` names the
+raw corpus file to write (``opera harvest`` sets it, with ``OPERA_HARVEST_LIBRARY``, for the pytest
+subprocess it starts). The recorder is installed in ``pytest_configure``, before test modules are
+imported, so names they bind at import time (``from keras.ops import softmax``) are the recording
+wrappers; every instance is labelled with the id of the test that produced it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from opera.corpus import CorpusWriter
+from opera.model import Source
+
+_state: dict[str, Any] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    out = os.environ.get("OPERA_HARVEST_OUT")
+    if not out or "recorder" in _state:
+        return
+    from opera.instrumentation import get_recorder
+
+    library = os.environ.get("OPERA_HARVEST_LIBRARY", "")
+    limit = int(os.environ.get("OPERA_HARVEST_LIMIT", "0") or 0)
+    writer = CorpusWriter(out, header={"library": library, "raw": True})
+    _state["writer"] = writer
+
+    def sink(inst: Any) -> None:
+        if limit and writer.written >= limit:
+            return
+        writer.write(inst)
+
+    recorder = get_recorder(library, sink)
+    recorder.install()
+    _state["recorder"] = recorder
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    recorder = _state.get("recorder")
+    if recorder is not None:
+        recorder.source = Source(suite=os.environ.get("OPERA_HARVEST_SUITE", "pytest"), test=_relative_nodeid(item))
+    yield
+    writer = _state.get("writer")
+    if writer is not None:
+        writer.sync()  # a killed or crashed suite still leaves every finished test's instances
+
+
+def _relative_nodeid(item: pytest.Item) -> str:
+    """Node id relative to the installed package (site-packages paths differ per machine)."""
+    nodeid = item.nodeid
+    marker = "site-packages/"
+    return nodeid.split(marker, 1)[1] if marker in nodeid else nodeid
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = _state.pop("recorder", None)
+    if recorder is not None:
+        recorder.uninstall()
+        errors = recorder.errors
+        if errors:
+            import json
+
+            with open(os.environ["OPERA_HARVEST_OUT"] + ".errors.json", "w") as fh:
+                json.dump(errors, fh)
+    writer = _state.pop("writer", None)
+    if writer is not None:
+        writer.close()

@@ -1,0 +1,87 @@
+"""Templates: one per source library, turning an ``OperatorInstance`` into a single-operator model.
+
+A template ``build``s a ``SingleOpModel``: the model in its own library, the seeded runtime inputs
+(numpy) and a way to compute the library's reference output. Frontend-facing artifacts (a
+``torch.export`` program, an ONNX ``ModelProto``, a TFLite flatbuffer, a Keras model) and standalone
+reproducer scripts are produced by the same template module (DESIGN.md section 5).
+
+Adding a library means adding ``<lib>_template.py`` with a ``Template`` subclass and naming it in
+``TEMPLATES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from opera.errors import OperaError
+from opera.model import OperatorInstance
+
+__all__ = ["TEMPLATES", "SingleOpModel", "Template", "get_template", "output_signature"]
+
+TEMPLATES: dict[str, str] = {
+    "torch": "opera.templates.torch_template:TorchTemplate",
+    "keras": "opera.templates.keras_template:KerasTemplate",
+    "onnx": "opera.templates.onnx_template:OnnxTemplate",
+}
+
+
+@dataclass
+class SingleOpModel:
+    """An instance rebuilt as a model of its library, with concrete runtime inputs.
+
+    ``model`` is library-specific (an ``nn.Module``, a ``keras.Model``, an ONNX ``ModelProto``);
+    ``inputs`` are the runtime tensors as numpy arrays, in the model's positional order.
+    """
+
+    instance: OperatorInstance
+    model: Any
+    inputs: list[np.ndarray]
+    input_names: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Template:
+    library: str = ""
+
+    def build(self, inst: OperatorInstance, seed: int = 0) -> SingleOpModel:
+        """Rebuild ``inst`` as a single-operator model; raise on anything the library rejects."""
+        raise NotImplementedError
+
+    def reference(self, built: SingleOpModel) -> list[np.ndarray]:
+        """Run the model in its own library on ``built.inputs``; outputs flattened to a list."""
+        raise NotImplementedError
+
+    def validate(self, inst: OperatorInstance, seed: int = 0) -> OperatorInstance:
+        """The validity gate: rebuild and run ``inst`` in its library (DESIGN.md section 4)."""
+        reason = inst.opaque_reason
+        if reason is not None:
+            return inst.with_verdict(False, f"not migratable: {reason}")
+        try:
+            built = self.build(inst, seed)
+            outputs = self.reference(built)
+        except Exception as exc:  # the library rejecting the instance is the verdict itself
+            msg = f"{type(exc).__name__}: {exc}".strip().splitlines()
+            return inst.with_verdict(False, (msg[0] if msg else type(exc).__name__)[:300])
+        return inst.with_verdict(True, None, output_signature(outputs))
+
+
+def output_signature(outputs: list[np.ndarray]) -> tuple[str, ...]:
+    """``["float32[2,3]", ...]``: what a valid run of the instance produced."""
+    return tuple(f"{np.asarray(o).dtype}[{','.join(str(d) for d in np.shape(o))}]" for o in outputs)
+
+
+_cache: dict[str, Template] = {}
+
+
+def get_template(library: str) -> Template:
+    if library not in _cache:
+        spec = TEMPLATES.get(library)
+        if spec is None:
+            raise OperaError(f"no template for library {library!r}")
+        module_name, _, attr = spec.partition(":")
+        _cache[library] = getattr(importlib.import_module(module_name), attr)()
+    return _cache[library]
