@@ -92,8 +92,11 @@ def numpy_dtype(name: str) -> np.dtype:
 
 
 def dtype_name(dtype: np.dtype) -> str:
+    dt = np.dtype(dtype)
+    if dt.byteorder == ">":
+        dt = dt.newbyteorder("<")
     try:
-        return _NAME_OF_DTYPE[np.dtype(dtype)]
+        return _NAME_OF_DTYPE[dt]
     except KeyError:
         raise ValueEncodingError(f"tensor dtype {dtype} has no corpus encoding") from None
 
@@ -181,14 +184,26 @@ def _encode_float(x: float) -> Any:
 
 def _encode_array(arr: np.ndarray) -> dict[str, Any]:
     name = dtype_name(arr.dtype)
-    arr = np.ascontiguousarray(arr)
+    shape = list(arr.shape)  # np.ascontiguousarray would turn a rank-0 tensor into rank 1
+    arr = np.array(arr, order="C", copy=True)
     if arr.dtype.byteorder == ">":
-        arr = arr.byteswap().view(arr.dtype.newbyteorder("<"))
-    return {"$tensor": {"dtype": name, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode()}}
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    return {"$tensor": {"dtype": name, "shape": shape, "b64": base64.b64encode(arr.tobytes()).decode()}}
 
 
 def encode_value(value: Any) -> Any:
     """Neutral Python value -> JSON-compatible structure. Raises ValueEncodingError."""
+    # numpy scalars first: np.float64 and np.complex128 subclass Python float/complex.
+    if isinstance(value, np.generic):
+        item = value.item()
+        name = dtype_name(value.dtype)
+        if isinstance(item, float):
+            item = _encode_float(item)
+        elif isinstance(item, complex):
+            item = [_encode_float(item.real), _encode_float(item.imag)]
+        elif name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            item = _encode_float(float(value))
+        return {"$scalar": {"dtype": name, "value": item}}
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -237,16 +252,6 @@ def encode_value(value: Any) -> Any:
         }
     if isinstance(value, np.ndarray):
         return _encode_array(value)
-    if isinstance(value, np.generic):
-        item = value.item()
-        name = dtype_name(value.dtype)
-        if isinstance(item, float):
-            item = _encode_float(item)
-        elif isinstance(item, complex):
-            item = [_encode_float(item.real), _encode_float(item.imag)]
-        elif name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-            item = _encode_float(float(value))
-        return {"$scalar": {"dtype": name, "value": item}}
     raise ValueEncodingError(f"no encoding for a value of type {type(value).__module__}.{type(value).__qualname__}")
 
 
