@@ -19,6 +19,7 @@ from opera.errors import OperaError
 VERBS: dict[str, str] = {
     "harvest": "opera.commands.harvest",
     "stats": "opera.commands.stats",
+    "manifest": "opera.commands.manifest",
 }
 
 

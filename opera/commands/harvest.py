@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from opera import __version__
 from opera.errors import HarvestError
 from opera.instrumentation import RECORDERS, HarvestOptions, sources_for
 
@@ -39,9 +40,25 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit <= 0:
         raise HarvestError("--limit must be a positive number")
     options = HarvestOptions(limit=args.limit, pytest_args=tuple(args.passthrough), show_progress=not args.quiet)
-    summary = run_harvest(args.library, sources, args.output, options, validate=not args.no_validate)
+    header = {"command": _command_line(args), "opera_version": __version__}
+    summary = run_harvest(args.library, sources, args.output, options, validate=not args.no_validate, header=header)
     print(summary.render())
     if args.summary_json:
         with open(args.summary_json, "w") as fh:
             json.dump(summary.to_json(), fh, indent=2)
     return 130 if summary.interrupted else 0
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The command that regenerates this corpus (recorded in its header and in MANIFEST.json)."""
+    parts = ["opera", "harvest", args.library]
+    for source in args.source:
+        parts += ["--source", source]
+    if args.limit is not None:
+        parts += ["--limit", str(args.limit)]
+    if args.no_validate:
+        parts.append("--no-validate")
+    parts += ["-o", args.output]
+    if args.passthrough:
+        parts += ["--", *args.passthrough]
+    return " ".join(parts)
