@@ -24,11 +24,25 @@ import numpy as np
 from opera.errors import OperaError
 from opera.templates import SingleOpModel
 
-__all__ = ["TARGET_MODULES", "Target", "all_targets", "get_target", "register_target"]
+__all__ = ["TARGET_MODULES", "ArtifactError", "Target", "all_targets", "get_target", "register_target"]
 
 # Modules imported to fill the registry. Importing one must be cheap: a target imports its
 # compiler lazily (in availability/convert), never at module import time.
-TARGET_MODULES: tuple[str, ...] = ()
+TARGET_MODULES: tuple[str, ...] = (
+    "opera.targets.tvm",
+    "opera.targets.openvino",
+    "opera.targets.tensorrt",
+    "opera.targets.inductor",
+)
+
+
+class ArtifactError(Exception):
+    """The source library could not produce the artifact this frontend consumes.
+
+    Raised (chained to the library's exception) by ``convert`` when e.g. ``torch.export`` rejects
+    the model or the TFLite converter fails on a Keras model. Not a compiler bug: the runner
+    records the instance as ``invalid`` for this target.
+    """
 
 
 class Target:

@@ -1,0 +1,125 @@
+"""Library-side artifacts the frontends consume, shared by the compiler targets.
+
+Every failure here is the *library's* (``torch.export`` rejecting the module, the TFLite converter
+failing on a Keras model, ``torch.onnx.export`` failing) and is raised as ``ArtifactError`` chained
+to the original exception, so the runner records the instance as invalid for the target instead of
+blaming the compiler. The templates may offer the same conversions (``torch_inputs``,
+``to_tflite``, ``model_bytes``); they are used when present so there is one definition of each.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from opera.targets import ArtifactError
+from opera.templates import SingleOpModel
+
+__all__ = [
+    "export_torch",
+    "flatten_outputs",
+    "keras_to_tflite",
+    "onnx_model",
+    "torch_inputs",
+    "torch_to_onnx",
+]
+
+
+def _template_function(module: str, name: str) -> Any:
+    try:
+        mod = importlib.import_module(f"opera.templates.{module}")
+    except ImportError:
+        return None
+    return getattr(mod, name, None)
+
+
+def torch_inputs(built: SingleOpModel) -> tuple[Any, ...]:
+    """The runtime inputs as torch tensors, in forward order."""
+    import torch
+
+    offered = _template_function("torch_template", "torch_inputs")
+    if offered is not None:
+        return tuple(offered(built))
+    return tuple(torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x for x in built.inputs)
+
+
+def export_torch(built: SingleOpModel) -> Any:
+    """``torch.export.export`` of the module on its inputs (strict=False: the default in torch 2.13)."""
+    import torch
+
+    try:
+        return torch.export.export(built.model, torch_inputs(built))
+    except Exception as exc:
+        raise ArtifactError(f"torch.export failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def torch_to_onnx(built: SingleOpModel, opset: int = 18) -> Any:
+    """torch -> ONNX through the dynamo exporter (``torch.onnx.export(..., dynamo=True)``).
+
+    The TorchScript exporter (``dynamo=False``) is deprecated in torch 2.13; the dynamo exporter is
+    what users get by default now, so it is the artifact an ONNX consumer of torch models sees.
+    """
+    import onnx
+    import torch
+
+    args = torch_inputs(built)
+    names = [f"input_{i}" for i in range(len(args))]
+    try:
+        program = torch.onnx.export(built.model, args, dynamo=True, input_names=names, opset_version=opset, verbose=False)
+        model = program.model_proto  # type: ignore[union-attr]
+    except Exception as exc:
+        raise ArtifactError(f"torch.onnx.export failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+    model.ir_version = min(model.ir_version, 10)
+    onnx.checker.check_model(model)
+    return model
+
+
+def onnx_model(built: SingleOpModel) -> Any:
+    """The ONNX ``ModelProto`` of an onnx instance (the template's model itself)."""
+    return built.model
+
+
+def keras_to_tflite(built: SingleOpModel) -> bytes:
+    """Keras model -> TFLite flatbuffer (builtin ops only: a TVM frontend cannot run Flex ops)."""
+    offered = _template_function("keras_template", "to_tflite")
+    try:
+        if offered is not None:
+            return bytes(offered(built))
+        import tensorflow as tf
+
+        converter = tf.lite.TFLiteConverter.from_keras_model(built.model)
+        return bytes(converter.convert())
+    except Exception as exc:
+        raise ArtifactError(f"TFLite conversion failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def flatten_outputs(value: Any, to_numpy: Any = np.asarray) -> list[np.ndarray]:
+    """Nested tuples/lists/dicts of tensors -> a flat list of numpy arrays, in order."""
+    out: list[np.ndarray] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            for k in v:
+                walk(v[k])
+        elif isinstance(v, (list, tuple)) or (_is_iterable_container(v)):
+            for item in v:
+                walk(item)
+        else:
+            out.append(np.asarray(to_numpy(v)))
+
+    walk(value)
+    return out
+
+
+def _is_iterable_container(v: Any) -> bool:
+    # tvm.ffi.Array / tvm.runtime containers: iterable, not a tensor
+    name = type(v).__name__
+    return name in ("Array", "ADT", "Tuple") and isinstance(v, Iterable)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""

@@ -1,0 +1,71 @@
+"""Preparing a one-node ONNX model for a compiler's ONNX frontend (shared by tvm/ov/trt-onnx).
+
+Frontends want shape-like inputs (``Reshape``'s shape, ``ReduceSum``'s axes, ``Pad``'s pads, ...)
+as constants: TVM says "Only constant axes currently supported", TensorRT needs shape tensors at
+build time. Those inputs are always integer (or bool) tensors, so every non-float graph input is
+turned into an initializer holding the instance's value, and the float inputs stay runtime inputs.
+``runtime_indices`` tells ``run`` which of ``built.inputs`` to feed, in graph-input order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PreparedOnnx", "graph_input_names", "prepare_onnx", "is_runtime_dtype"]
+
+
+def is_runtime_dtype(dtype: np.dtype) -> bool:
+    """Float (incl. float16/bfloat16) and complex inputs stay runtime inputs; the rest is frozen."""
+    dtype = np.dtype(dtype)
+    return dtype.kind in "fc" or dtype.name == "bfloat16"
+
+
+@dataclass
+class PreparedOnnx:
+    model: object  # onnx.ModelProto with the frozen inputs as initializers
+    runtime_names: list[str]  # graph inputs left, in order
+    runtime_indices: list[int]  # positions of those inputs in ``built.inputs``
+    runtime_shapes: dict[str, tuple[int, ...]]  # the instance's shape of each runtime input
+
+    def select(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(inputs[i]) for i in self.runtime_indices]
+
+
+def graph_input_names(model: object) -> list[str]:
+    """Graph inputs that are not initializers, in order (what ``built.inputs`` are fed to)."""
+    graph = model.graph  # type: ignore[attr-defined]
+    inits = {init.name for init in graph.initializer}
+    return [vi.name for vi in graph.input if vi.name not in inits]
+
+
+def prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str] | None = None) -> PreparedOnnx:
+    """Copy ``model`` with every non-float graph input turned into an initializer.
+
+    ``inputs[i]`` feeds ``input_names[i]`` (default: the graph inputs in order).
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    names = list(input_names) if input_names else graph_input_names(model)
+    if len(names) != len(inputs):
+        raise ValueError(f"{len(inputs)} inputs for graph inputs {names}")
+    prepared = onnx.ModelProto()
+    prepared.CopyFrom(model)  # type: ignore[arg-type]
+    graph = prepared.graph
+    frozen: dict[str, np.ndarray] = {}
+    for name, value in zip(names, inputs):
+        arr = np.asarray(value)
+        if not is_runtime_dtype(arr.dtype):
+            frozen[name] = arr
+    if frozen:
+        kept = [vi for vi in graph.input if vi.name not in frozen]
+        del graph.input[:]
+        graph.input.extend(kept)
+        for name, arr in frozen.items():
+            graph.initializer.append(numpy_helper.from_array(arr, name=name))
+    runtime_names = [n for n in names if n not in frozen]
+    runtime_indices = [i for i, n in enumerate(names) if n not in frozen]
+    shapes = {names[i]: tuple(np.shape(inputs[i])) for i in runtime_indices}
+    return PreparedOnnx(prepared, runtime_names, runtime_indices, shapes)

@@ -1,0 +1,160 @@
+"""OpenVINO targets: ``ov-torch``, ``ov-onnx``, ``ov-keras`` (DESIGN.md section 6).
+
+``openvino.convert_model`` is the frontend; the model is compiled for the CPU plugin with f32
+inference precision: the default on these CPUs is bf16, whose rounding (4e-3..4e-2) would drown
+the conversion bugs we are after in false inconsistencies (PITFALLS.md).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from opera.targets import Target, register_target
+from opera.targets._artifacts import export_torch
+from opera.targets._onnx_prep import prepare_onnx
+from opera.templates import SingleOpModel
+
+__all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG"]
+
+COMPILE_CONFIG: dict[str, str] = {"INFERENCE_PRECISION_HINT": "f32"}
+
+_core: Any = None
+
+
+def _ov_core() -> Any:
+    global _core
+    if _core is None:
+        import openvino as ov
+
+        _core = ov.Core()
+    return _core
+
+
+@dataclass
+class OvModel:
+    model: Any  # openvino.Model, or a CompiledModel after compile
+    input_indices: list[int] | None = None  # positions in built.inputs of the model's parameters
+
+
+class _OvTarget(Target):
+    compiler = "openvino"
+    _library_module = ""
+
+    def availability(self) -> str | None:
+        try:
+            import openvino  # noqa: F401
+        except Exception as exc:
+            return f"openvino is not importable: {type(exc).__name__}: {exc}"
+        try:
+            __import__(self._library_module)
+        except Exception as exc:
+            return f"{self._library_module} is not importable: {type(exc).__name__}: {exc}"
+        return None
+
+    def versions(self) -> dict[str, str]:
+        import openvino as ov
+
+        lib = __import__(self._library_module)
+        return {"openvino": ov.__version__, self._library_module: str(getattr(lib, "__version__", "?"))}
+
+    def compile(self, converted: OvModel) -> OvModel:
+        return OvModel(_ov_core().compile_model(converted.model, "CPU", COMPILE_CONFIG), converted.input_indices)
+
+    def run(self, compiled: OvModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        indices = compiled.input_indices
+        feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
+        request = compiled.model.create_infer_request()
+        result = request.infer([np.ascontiguousarray(x) for x in feed])
+        return [np.array(result[out]) for out in compiled.model.outputs]
+
+
+@register_target
+class OvTorchTarget(_OvTarget):
+    """torch.export's ExportedProgram -> ``convert_model`` (OpenVINO's FX/torch.export decoder)."""
+
+    name = "ov-torch"
+    library = "torch"
+    _library_module = "torch"
+    frontend_paths = ("openvino/frontend/pytorch", "openvino/tools/ovc")
+
+    def convert(self, built: SingleOpModel) -> OvModel:
+        import openvino as ov
+
+        program = export_torch(built)
+        return OvModel(ov.convert_model(program))
+
+
+@register_target
+class OvOnnxTarget(_OvTarget):
+    name = "ov-onnx"
+    library = "onnx"
+    _library_module = "onnx"
+    frontend_paths = ("openvino/frontend/onnx", "openvino/frontend", "openvino/tools/ovc")
+
+    def convert(self, built: SingleOpModel) -> OvModel:
+        import onnx
+        import openvino as ov
+
+        prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
+        # convert_model rejects an in-memory ModelProto: go through a file.
+        fd, path = tempfile.mkstemp(suffix=".onnx", prefix="opera-ov-")
+        os.close(fd)
+        try:
+            onnx.save_model(prepared.model, path)  # type: ignore[arg-type]
+            model = ov.convert_model(path)
+        finally:
+            os.unlink(path)
+        by_name = {name: i for i, name in zip(prepared.runtime_indices, prepared.runtime_names)}
+        indices = []
+        for param in model.inputs:
+            names = param.get_names()
+            match = next((by_name[n] for n in names if n in by_name), None)
+            if match is None:
+                indices = prepared.runtime_indices
+                break
+            indices.append(match)
+        return OvModel(model, indices)
+
+
+@register_target
+class OvKerasTarget(_OvTarget):
+    """The Keras model object -> ``convert_model`` (OpenVINO's TensorFlow frontend)."""
+
+    name = "ov-keras"
+    library = "keras"
+    _library_module = "keras"
+    frontend_paths = ("openvino/frontend/tensorflow", "openvino/tools/ovc")
+
+    def versions(self) -> dict[str, str]:
+        import tensorflow as tf
+
+        return {**super().versions(), "tensorflow": tf.__version__}
+
+    def convert(self, built: SingleOpModel) -> OvModel:
+        import openvino as ov
+
+        model = ov.convert_model(built.model)
+        return OvModel(model, _keras_input_indices(model, built))
+
+
+def _keras_input_indices(model: Any, built: SingleOpModel) -> list[int] | None:
+    """Match OV parameters to Keras inputs by name (the TF frontend may reorder them)."""
+    try:
+        keras_names = list(built.input_names) or [t.name.split(":")[0] for t in built.model.inputs]
+    except Exception:
+        return None
+    if len(keras_names) != len(model.inputs):
+        return None
+    indices = []
+    for param in model.inputs:
+        names = {n.split(":")[0] for n in param.get_names()}
+        match = [i for i, k in enumerate(keras_names) if k in names]
+        if len(match) != 1:
+            return None
+        indices.append(match[0])
+    return indices

@@ -1,0 +1,207 @@
+"""Apache TVM (Relax) targets: ``tvm-torch``, ``tvm-onnx``, ``tvm-keras`` (DESIGN.md section 6).
+
+All three end in ``tvm.compile(mod, target="llvm")`` and the Relax VM on the CPU; they differ in the
+frontend: ``from_exported_program`` (torch.export), ``from_onnx``, and ``from_tflite`` (Keras goes
+through a TFLite flatbuffer since TVM removed its Keras frontend with Relay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from opera.targets import Target, register_target
+from opera.targets._artifacts import export_torch, flatten_outputs, keras_to_tflite
+from opera.targets._onnx_prep import prepare_onnx
+from opera.templates import SingleOpModel
+
+__all__ = ["TvmKerasTarget", "TvmOnnxTarget", "TvmTorchTarget"]
+
+
+@dataclass
+class TvmModule:
+    """A Relax IRModule plus how ``built.inputs`` map onto ``main``'s parameters and outputs."""
+
+    mod: Any
+    input_indices: list[int] | None = None  # None: all inputs, in order
+    output_order: list[int] | None = None  # None: the VM's order
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TvmExecutable:
+    vm: Any
+    module: TvmModule
+
+
+class _TvmTarget(Target):
+    compiler = "tvm"
+    _library_module = ""
+
+    def availability(self) -> str | None:
+        try:
+            import tvm  # noqa: F401
+            from tvm import relax  # noqa: F401
+        except Exception as exc:  # ImportError, or a broken native library
+            return f"tvm is not importable: {type(exc).__name__}: {exc}"
+        if self._library_module:
+            try:
+                __import__(self._library_module)
+            except Exception as exc:
+                return f"{self._library_module} is not importable: {type(exc).__name__}: {exc}"
+        return None
+
+    def versions(self) -> dict[str, str]:
+        import tvm
+
+        out = {"tvm": str(tvm.__version__)}
+        mod = __import__(self._library_module) if self._library_module else None
+        if mod is not None:
+            out[self._library_module] = str(getattr(mod, "__version__", "?"))
+        return out
+
+    def compile(self, converted: TvmModule) -> TvmExecutable:
+        import tvm
+        from tvm import relax
+
+        executable = tvm.compile(converted.mod, target="llvm")
+        return TvmExecutable(relax.VirtualMachine(executable, tvm.cpu()), converted)
+
+    def run(self, compiled: TvmExecutable, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        import tvm
+
+        indices = compiled.module.input_indices
+        feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
+        args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in feed]
+        result = compiled.vm["main"](*args)
+        outputs = flatten_outputs(result, to_numpy=_tvm_to_numpy)
+        order = compiled.module.output_order
+        return [outputs[i] for i in order] if order is not None else outputs
+
+
+def _tvm_to_numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    return np.asarray(value)
+
+
+@register_target
+class TvmTorchTarget(_TvmTarget):
+    name = "tvm-torch"
+    library = "torch"
+    _library_module = "torch"
+    frontend_paths = ("tvm/relax/frontend/torch", "tvm/relax/frontend/common")
+
+    def convert(self, built: SingleOpModel) -> TvmModule:
+        from tvm.relax.frontend.torch import from_exported_program
+
+        program = export_torch(built)
+        mod = from_exported_program(program, unwrap_unit_return_tuple=True)
+        return TvmModule(mod)
+
+
+@register_target
+class TvmOnnxTarget(_TvmTarget):
+    name = "tvm-onnx"
+    library = "onnx"
+    _library_module = "onnx"
+    frontend_paths = ("tvm/relax/frontend/onnx", "tvm/relax/frontend/common")
+
+    def convert(self, built: SingleOpModel) -> TvmModule:
+        from tvm.relax.frontend.onnx import from_onnx
+
+        prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
+        opset = _onnx_opset(prepared.model)
+        mod = from_onnx(prepared.model, opset=opset, keep_params_in_input=False)
+        return TvmModule(mod, input_indices=prepared.runtime_indices)
+
+
+def _onnx_opset(model: Any) -> int | None:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return None
+
+
+@register_target
+class TvmKerasTarget(_TvmTarget):
+    name = "tvm-keras"
+    library = "keras"
+    _library_module = "tflite"
+    frontend_paths = ("tvm/relax/frontend/tflite", "tvm/relax/frontend/common")
+
+    def availability(self) -> str | None:
+        reason = super().availability()
+        if reason is not None:
+            return reason
+        try:
+            import tensorflow  # noqa: F401
+        except Exception as exc:
+            return f"tensorflow is not importable: {type(exc).__name__}: {exc}"
+        return None
+
+    def versions(self) -> dict[str, str]:
+        import keras
+        import tensorflow as tf
+
+        return {**super().versions(), "keras": keras.__version__, "tensorflow": tf.__version__}
+
+    def convert(self, built: SingleOpModel) -> TvmModule:
+        import tflite
+        from tvm.relax.frontend.tflite import from_tflite
+
+        buf = keras_to_tflite(built)
+        tfl = tflite.Model.GetRootAsModel(buf, 0)
+        input_indices, output_order = tflite_io_order(tfl, built)
+        mod = from_tflite(tfl)
+        return TvmModule(mod, input_indices=input_indices, output_order=output_order)
+
+
+def tflite_io_order(tfl: Any, built: SingleOpModel) -> tuple[list[int] | None, list[int] | None]:
+    """Map the TFLite subgraph's inputs/outputs onto the Keras model's order.
+
+    The TFLite converter does not keep the Keras input order (signature inputs are keyed by name)
+    nor always the output order (``output_0``, ``output_1``, ...); ``from_tflite`` follows the
+    subgraph's order. Returns (for each subgraph input, the index into ``built.inputs``; for each
+    Keras output, the index into the subgraph outputs); None where the order is the identity or
+    cannot be recovered.
+    """
+    subgraph = tfl.Subgraphs(0)
+    sub_inputs = [int(i) for i in subgraph.InputsAsNumpy()] if subgraph.InputsLength() else []
+    sub_outputs = [int(i) for i in subgraph.OutputsAsNumpy()] if subgraph.OutputsLength() else []
+    if tfl.SignatureDefsLength() == 0:
+        return None, None
+    sig = tfl.SignatureDefs(0)
+    keras_names = _keras_input_names(built)
+    by_tensor_in = {sig.Inputs(i).TensorIndex(): sig.Inputs(i).Name().decode() for i in range(sig.InputsLength())}
+    input_indices: list[int] | None = None
+    if keras_names and len(keras_names) == len(sub_inputs):
+        mapped = []
+        for t in sub_inputs:
+            name = by_tensor_in.get(t)
+            if name not in keras_names:
+                mapped = []
+                break
+            mapped.append(keras_names.index(name))
+        if mapped and mapped != list(range(len(mapped))):
+            input_indices = mapped
+    output_order: list[int] | None = None
+    by_tensor_out = {sig.Outputs(i).TensorIndex(): sig.Outputs(i).Name().decode() for i in range(sig.OutputsLength())}
+    names = [by_tensor_out.get(t, "") for t in sub_outputs]
+    if len(sub_outputs) > 1 and all(n.startswith("output_") and n[7:].isdigit() for n in names):
+        keras_pos = [int(n[7:]) for n in names]  # keras_pos[j]: keras output index of subgraph output j
+        order = sorted(range(len(keras_pos)), key=lambda j: keras_pos[j])
+        if order != list(range(len(order))):
+            output_order = order
+    return input_indices, output_order
+
+
+def _keras_input_names(built: SingleOpModel) -> list[str]:
+    if built.input_names:
+        return list(built.input_names)
+    try:
+        return [t.name.split(":")[0] for t in built.model.inputs]
+    except Exception:
+        return []
