@@ -43,7 +43,7 @@ def torch_inputs(built: SingleOpModel) -> tuple[Any, ...]:
     offered = _template_function("torch_template", "torch_inputs")
     if offered is not None:
         return tuple(offered(built))
-    return tuple(torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x for x in built.inputs)
+    return tuple(torch.from_numpy(np.asarray(x, order="C")) if isinstance(x, np.ndarray) else x for x in built.inputs)
 
 
 def export_torch(built: SingleOpModel) -> Any:

@@ -2,8 +2,12 @@
 
 Frontends want shape-like inputs (``Reshape``'s shape, ``ReduceSum``'s axes, ``Pad``'s pads, ...)
 as constants: TVM says "Only constant axes currently supported", TensorRT needs shape tensors at
-build time. Those inputs are always integer (or bool) tensors, so every non-float graph input is
-turned into an initializer holding the instance's value, and the float inputs stay runtime inputs.
+build time. Most are integer (or bool) tensors, so every non-float graph input is turned into an
+initializer holding the instance's value, and the float inputs stay runtime inputs; the few float
+inputs that are operator parameters in every real model (``Resize``'s scales, ``Clip``'s bounds,
+``OneHot``'s depth, ...: ``PARAMETER_INPUTS``) are frozen as well. TVM rejects all of those as
+runtime values ("Type Var for scale is currently unsupported", "Only constant depth currently
+supported"), and what we test is the conversion of the operator, not of a dynamic parameter.
 ``runtime_indices`` tells ``run`` which of ``built.inputs`` to feed, in graph-input order.
 """
 
@@ -13,7 +17,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PreparedOnnx", "graph_input_names", "prepare_onnx", "is_runtime_dtype"]
+__all__ = ["PARAMETER_INPUTS", "PreparedOnnx", "graph_input_names", "is_runtime_dtype", "prepare_onnx"]
+
+# op_type -> positions of float inputs that are operator parameters, frozen like the integer ones.
+PARAMETER_INPUTS: dict[str, tuple[int, ...]] = {
+    "Clip": (1, 2),  # min, max
+    "Resize": (1, 2),  # roi, scales
+    "Upsample": (1,),  # scales
+    "OneHot": (1, 2),  # depth, values
+    "Pad": (2,),  # constant_value
+    "Range": (0, 1, 2),  # start, limit, delta: they decide the output shape
+    "NonMaxSuppression": (3, 4),  # iou_threshold, score_threshold
+    "Dropout": (1,),  # ratio
+    "QuantizeLinear": (1,),  # y_scale
+    "DequantizeLinear": (1,),  # x_scale
+    "DynamicQuantizeLinear": (),
+    "ConstantOfShape": (0,),
+}
 
 
 def is_runtime_dtype(dtype: np.dtype) -> bool:
@@ -54,10 +74,15 @@ def prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str]
     prepared = onnx.ModelProto()
     prepared.CopyFrom(model)  # type: ignore[arg-type]
     graph = prepared.graph
+    parameters = set()
+    for node in graph.node:
+        for pos in PARAMETER_INPUTS.get(node.op_type, ()):
+            if pos < len(node.input) and node.input[pos]:
+                parameters.add(node.input[pos])
     frozen: dict[str, np.ndarray] = {}
     for name, value in zip(names, inputs):
         arr = np.asarray(value)
-        if not is_runtime_dtype(arr.dtype):
+        if name in parameters or not is_runtime_dtype(arr.dtype):
             frozen[name] = arr
     if frozen:
         kept = [vi for vi in graph.input if vi.name not in frozen]

@@ -86,7 +86,7 @@ class InductorTarget(Target):
         import torch
 
         args = tuple(
-            torch.from_numpy(np.ascontiguousarray(x)).to(compiled.device) if isinstance(x, np.ndarray) else x for x in inputs
+            torch.from_numpy(np.asarray(x, order="C")).to(compiled.device) if isinstance(x, np.ndarray) else x for x in inputs
         )
         with torch.no_grad():
             result = compiled.fn(*args)

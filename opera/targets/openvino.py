@@ -69,8 +69,32 @@ class _OvTarget(Target):
         indices = compiled.input_indices
         feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
         request = compiled.model.create_infer_request()
-        result = request.infer([np.ascontiguousarray(x) for x in feed])
-        return [np.array(result[out]) for out in compiled.model.outputs]
+        request.infer([_to_ov_tensor(x) for x in feed])
+        return [_from_ov_tensor(request.get_output_tensor(i)) for i in range(len(compiled.model.outputs))]
+
+
+def _to_ov_tensor(x: np.ndarray) -> Any:
+    """numpy -> ov.Tensor. OpenVINO's numpy bridge does not know ml_dtypes' bfloat16 (it reads
+    the array as float16 values and converts them): bf16 bits are copied into a bf16 tensor."""
+    import openvino as ov
+
+    arr = np.asarray(x, order="C")
+    if arr.dtype.name == "bfloat16":
+        tensor = ov.Tensor(ov.Type.bf16, ov.Shape(list(arr.shape)))
+        tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
+        return tensor
+    return ov.Tensor(arr)
+
+
+def _from_ov_tensor(tensor: Any) -> np.ndarray:
+    import openvino as ov
+
+    data = np.array(tensor.data, copy=True)
+    if tensor.element_type == ov.Type.bf16:  # exposed as a float16 view of the bf16 bits
+        import ml_dtypes
+
+        return data.view(np.uint16).view(ml_dtypes.bfloat16)
+    return data
 
 
 @register_target

@@ -149,7 +149,7 @@ class _TrtTarget(Target):
                 continue
             if name not in feed:
                 raise TensorRTError(f"engine input {name!r} has no value (runtime inputs: {list(feed)})")
-            host = np.ascontiguousarray(feed[name].astype(trt.nptype(engine.get_tensor_dtype(name)), copy=False))
+            host = np.asarray(feed[name].astype(trt.nptype(engine.get_tensor_dtype(name)), copy=False), order="C")
             device = torch.from_numpy(host).cuda()
             keep_alive.append(device)
             if not context.set_input_shape(name, tuple(host.shape)):

@@ -74,7 +74,7 @@ class _TvmTarget(Target):
 
         indices = compiled.module.input_indices
         feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
-        args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in feed]
+        args = [tvm.runtime.tensor(np.asarray(x, order="C")) for x in feed]
         result = compiled.vm["main"](*args)
         outputs = flatten_outputs(result, to_numpy=_tvm_to_numpy)
         order = compiled.module.output_order
