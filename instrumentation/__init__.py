@@ -43,12 +43,13 @@ RECORDERS: dict[str, str] = {
 }
 
 # Modules that define @harvest_source functions, imported when sources are listed.
-_SOURCE_MODULES = (
-    "opera.instrumentation.torch_sources",
-    "opera.instrumentation.keras_sources",
-    "opera.instrumentation.onnx_sources",
-    "opera.instrumentation.pytest_source",
-)
+# Source modules per library, imported only when that library is harvested (importing the keras
+# sources must not pull TensorFlow into a torch harvest).
+_SOURCE_MODULES: dict[str, tuple[str, ...]] = {
+    "torch": ("opera.instrumentation.torch_sources", "opera.instrumentation.pytest_source"),
+    "keras": ("opera.instrumentation.keras_sources", "opera.instrumentation.pytest_source"),
+    "onnx": ("opera.instrumentation.onnx_sources", "opera.instrumentation.pytest_source"),
+}
 
 
 class BaseRecorder:
@@ -171,20 +172,20 @@ def harvest_source(library: str, name: str, *, default: bool = False) -> Callabl
     return register
 
 
-def _import_sources() -> None:
-    for module in _SOURCE_MODULES:
+def _import_sources(library: str) -> None:
+    for module in _SOURCE_MODULES.get(library, ("opera.instrumentation.pytest_source",)):
         importlib.import_module(module)
     for ep in entry_points(group="opera.sources"):
         ep.load()
 
 
 def sources_for(library: str) -> list[HarvestSourceSpec]:
-    _import_sources()
+    _import_sources(library)
     return [spec for (lib, _), spec in sorted(SOURCES.items()) if lib == library]
 
 
 def get_source(library: str, name: str) -> HarvestSourceSpec:
-    _import_sources()
+    _import_sources(library)
     spec = SOURCES.get((library, name))
     if spec is None:
         known = ", ".join(s.name for s in sources_for(library)) or "none"
