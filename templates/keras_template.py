@@ -1,0 +1,178 @@
+"""Keras template: an instance -> a functional ``keras.Model`` around one layer or one ``keras.ops`` call.
+
+``module`` instances (``keras.layers.Conv2D``) are constructed from their recorded constructor
+parameters with the weights seeded, then called on ``keras.Input`` placeholders that stand for the
+recorded call inputs. ``function`` instances (``keras.ops.softmax``) apply the op to placeholders
+standing for every tensor argument; non-tensor arguments stay constants of the graph. Both end up
+as functional models because those convert with ``tf.lite.TFLiteConverter.from_keras_model`` and
+``openvino.convert_model`` alike (DESIGN.md section 5).
+
+Call-time keyword arguments of a layer (``training``, ``mask``, ``initial_state``, the ``value`` of
+an attention layer) are stored by the recorder in ``extra["call_kwargs"]``; tensors inside them
+become model inputs too, after the positional ones. A ``None`` (symbolic batch) dimension of a
+recorded ``TensorSpec`` becomes 2 in the concrete input.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import numpy as np
+
+from opera.model import InstanceKind, OperatorInstance
+from opera.templates import SingleOpModel, Template
+from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+__all__ = ["KerasTemplate", "resolve_qualname", "to_tflite"]
+
+UNKNOWN_DIM = 2  # concrete size of a dimension recorded as None (a symbolic batch dimension)
+_CLEAR_SESSION_EVERY = 200  # builds between keras.backend.clear_session() calls (bounds memory)
+
+
+class KerasTemplateError(ValueError):
+    """An instance that cannot be turned into a single-op Keras model (not a library verdict)."""
+
+
+def resolve_qualname(qualname: str) -> Any:
+    """``"keras.layers.Conv2D"`` -> the object: import the longest importable module prefix."""
+    parts = qualname.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise KerasTemplateError(f"cannot import {qualname!r}")
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, TensorSpec))
+
+
+def _concrete(value: np.ndarray | TensorSpec) -> np.ndarray:
+    if isinstance(value, TensorSpec):
+        return value.materialize(unknown_dim=UNKNOWN_DIM)
+    return value
+
+
+def _to_library(value: Any) -> Any:
+    """Neutral value -> the Python/Keras value passed to a constructor or an op (no placeholders)."""
+    if isinstance(value, DType):
+        return value.name
+    if isinstance(value, CallableRef):
+        return resolve_qualname(value.qualname)
+    if isinstance(value, ObjectSpec):
+        factory = resolve_qualname(value.api)
+        args = [_to_library(a) for a in value.args]
+        kwargs = {k: _to_library(v) for k, v in value.kwargs.items()}
+        return factory(*args, **kwargs)
+    if isinstance(value, Opaque):
+        raise KerasTemplateError(f"opaque value {value.type}: {value.reason}")
+    if isinstance(value, EnumValue):
+        raise KerasTemplateError(f"keras has no enum values, got {value.type}.{value.name}")
+    if isinstance(value, TensorSpec):
+        return value.materialize(unknown_dim=UNKNOWN_DIM)
+    if isinstance(value, list):
+        return [_to_library(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_to_library(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_library(v) for k, v in value.items()}
+    return value
+
+
+class _Placeholders:
+    """Replaces every tensor in a nested argument structure by a ``keras.Input`` of its shape."""
+
+    def __init__(self) -> None:
+        self.symbols: list[Any] = []
+        self.arrays: list[np.ndarray] = []
+        self.names: list[str] = []
+
+    def substitute(self, value: Any) -> Any:
+        import keras
+
+        if _is_tensor(value):
+            array = np.asarray(_concrete(value))
+            name = f"input_{len(self.symbols)}"
+            dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
+            symbol = keras.Input(batch_shape=array.shape, dtype=dtype, name=name)
+            self.symbols.append(symbol)
+            self.arrays.append(array)
+            self.names.append(name)
+            return symbol
+        if isinstance(value, list):
+            return [self.substitute(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.substitute(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.substitute(v) for k, v in value.items()}
+        return _to_library(value)
+
+
+def _flatten(value: Any) -> list[Any]:
+    import keras
+
+    return list(keras.tree.flatten(value))
+
+
+class KerasTemplate(Template):
+    library = "keras"
+
+    def __init__(self) -> None:
+        self._builds = 0
+
+    def build(self, inst: OperatorInstance, seed: int = 0) -> SingleOpModel:
+        import keras
+
+        self._builds += 1
+        if self._builds % _CLEAR_SESSION_EVERY == 0:
+            keras.backend.clear_session()
+        keras.utils.set_random_seed(seed)
+        holders = _Placeholders()
+        if inst.kind == InstanceKind.MODULE:
+            layer_class = resolve_qualname(inst.api)
+            layer = layer_class(*[_to_library(a) for a in inst.args], **{k: _to_library(v) for k, v in inst.kwargs.items()})
+            call_args = holders.substitute(tuple(inst.inputs))
+            call_kwargs = holders.substitute(dict(inst.extra.get("call_kwargs", {})))
+            if not holders.symbols:
+                raise KerasTemplateError("the layer call has no tensor inputs")
+            outputs = layer(*call_args, **call_kwargs)
+            details: dict[str, Any] = {"layer": layer}
+        elif inst.kind == InstanceKind.FUNCTION:
+            op = resolve_qualname(inst.api)
+            call_args = holders.substitute(tuple(inst.args))
+            call_kwargs = holders.substitute(dict(inst.kwargs))
+            if not holders.symbols:
+                raise KerasTemplateError("the op has no tensor arguments: a single-op model needs an input")
+            outputs = op(*call_args, **call_kwargs)
+            details = {"op": op}
+        else:
+            raise KerasTemplateError(f"the keras template cannot build a {inst.kind.value} instance")
+        flat_outputs = _flatten(outputs)
+        if not flat_outputs or not all(isinstance(o, keras.KerasTensor) for o in flat_outputs):
+            raise KerasTemplateError(f"the call returned no symbolic tensors: {type(outputs).__name__}")
+        model = keras.Model(inputs=holders.symbols, outputs=flat_outputs)
+        return SingleOpModel(instance=inst, model=model, inputs=holders.arrays, input_names=holders.names, details=details)
+
+    def reference(self, built: SingleOpModel) -> list[np.ndarray]:
+        import keras
+
+        outputs = built.model(list(built.inputs))
+        return [np.asarray(keras.ops.convert_to_numpy(o)) for o in _flatten(outputs)]
+
+
+def to_tflite(built: SingleOpModel) -> bytes:
+    """The built Keras model as a TFLite flatbuffer, TFLite builtin ops only (what TVM can read)."""
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(built.model)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    return bytes(converter.convert())
