@@ -1,0 +1,405 @@
+"""The results store: one SQLite file (DESIGN.md section 3).
+
+Tables:
+
+- ``runs``: one row per ``opera run`` (config JSON, tool/library/compiler versions, corpus files,
+  start/end, status).
+- ``planned``: the tests a run means to execute, in order (``seq``), written once when the run
+  starts. ``--resume`` runs exactly the planned tests that have no result yet, so a resumed run
+  neither loses nor repeats a test even if the corpus order or the flags changed meanwhile.
+- ``results``: one row per finished test, ``UNIQUE(run, instance_id, target)``.
+- ``bugs``: one row per bug signature across runs (first/last run, count, the smallest reproducer).
+
+WAL journal, one transaction per result (the result row and its bug row commit together, so a
+SIGKILL at any moment leaves both consistent). ``PRAGMA user_version`` holds ``SCHEMA_VERSION``;
+a store from another version is refused with a clear error rather than silently misread.
+Pure stdlib ``sqlite3``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opera.errors import OperaError
+from opera.outcomes import FAILURE_OUTCOMES, Outcome, Stage, TestResult
+
+__all__ = ["SCHEMA_VERSION", "BugRecord", "PlannedTest", "ResultStore", "RunRecord", "StoreError"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    config TEXT NOT NULL,
+    tool_version TEXT NOT NULL,
+    versions TEXT NOT NULL,
+    corpus TEXT NOT NULL,
+    started REAL NOT NULL,
+    ended REAL,
+    status TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS planned (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    seq INTEGER NOT NULL,
+    instance_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    PRIMARY KEY (run, seq),
+    UNIQUE (run, instance_id, target)
+);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run INTEGER NOT NULL REFERENCES runs(id),
+    instance_id TEXT NOT NULL,
+    api TEXT NOT NULL,
+    target TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    signature TEXT,
+    distance REAL,
+    duration REAL NOT NULL,
+    message TEXT NOT NULL,
+    reproducer TEXT,
+    source_suite TEXT NOT NULL,
+    finished REAL NOT NULL,
+    UNIQUE (run, instance_id, target)
+);
+CREATE INDEX IF NOT EXISTS results_by_signature ON results(signature);
+CREATE TABLE IF NOT EXISTS bugs (
+    signature TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    first_run INTEGER NOT NULL,
+    last_run INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    example_instance TEXT NOT NULL,
+    example_api TEXT NOT NULL,
+    reproducer TEXT,
+    reproducer_size INTEGER
+);
+"""
+
+RUN_RUNNING = "running"
+RUN_COMPLETE = "complete"
+RUN_BUDGET = "budget-exhausted"
+RUN_INTERRUPTED = "interrupted"
+
+
+class StoreError(OperaError):
+    """A store file that cannot be used (other schema version, not SQLite, ...)."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: int
+    config: dict[str, Any]
+    tool_version: str
+    versions: dict[str, Any]
+    corpus: list[str]
+    started: float
+    ended: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    seq: int
+    instance_id: str
+    target: str
+
+
+@dataclass(frozen=True)
+class BugRecord:
+    signature: str
+    target: str
+    outcome: Outcome
+    first_run: int
+    last_run: int
+    count: int
+    example_instance: str
+    example_api: str
+    reproducer: str | None
+    reproducer_size: int | None
+
+
+def _encode_distance(distance: float | None) -> float | None:
+    # SQLite stores +inf as a REAL; NaN would become NULL silently, so it is refused here.
+    if distance is not None and math.isnan(distance):
+        return None
+    return distance
+
+
+class ResultStore:
+    """Open (creating if needed) the store at ``path``. Use as a context manager or ``close()``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            raise StoreError(f"store directory does not exist: {self.path.parent}")
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._init_schema()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable Opera store ({exc})") from None
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def _init_schema(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if version == 0 and not (tables - {"sqlite_sequence"}):
+            self._db.executescript("BEGIN;" + _SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
+            return
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: store schema version {version}, this Opera reads version {SCHEMA_VERSION}"
+                + ("; upgrade Opera" if version > SCHEMA_VERSION else "; start a new store file")
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- runs -------------------------------------------------------------------------------
+    def create_run(
+        self,
+        config: dict[str, Any],
+        *,
+        tool_version: str,
+        versions: dict[str, Any],
+        corpus: Sequence[str],
+        planned: Iterable[tuple[str, str]],
+    ) -> int:
+        """Insert the run and its planned (instance_id, target) tests in one transaction."""
+        with self._transaction():
+            cur = self._db.execute(
+                "INSERT INTO runs (config, tool_version, versions, corpus, started, status) VALUES (?,?,?,?,?,?)",
+                (
+                    json.dumps(config, sort_keys=True),
+                    tool_version,
+                    json.dumps(versions, sort_keys=True),
+                    json.dumps(list(corpus)),
+                    time.time(),
+                    RUN_RUNNING,
+                ),
+            )
+            run_id = int(cur.lastrowid or 0)
+            self._db.executemany(
+                "INSERT INTO planned (run, seq, instance_id, target) VALUES (?,?,?,?)",
+                ((run_id, seq, iid, target) for seq, (iid, target) in enumerate(planned)),
+            )
+        return run_id
+
+    def set_run_status(self, run_id: int, status: str, *, ended: bool = True) -> None:
+        self._db.execute(
+            "UPDATE runs SET status=?, ended=? WHERE id=?", (status, time.time() if ended else None, run_id)
+        )
+
+    def get_run(self, run_id: int) -> RunRecord:
+        row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no run {run_id}")
+        return self._run_record(row)
+
+    def runs(self) -> list[RunRecord]:
+        return [self._run_record(r) for r in self._db.execute("SELECT * FROM runs ORDER BY id")]
+
+    def last_run_id(self) -> int | None:
+        row = self._db.execute("SELECT MAX(id) FROM runs").fetchone()
+        return row[0]
+
+    @staticmethod
+    def _run_record(row: sqlite3.Row | tuple[Any, ...]) -> RunRecord:
+        rid, config, tool_version, versions, corpus, started, ended, status = row
+        return RunRecord(rid, json.loads(config), tool_version, json.loads(versions), json.loads(corpus), started, ended, status)
+
+    def planned(self, run_id: int) -> list[PlannedTest]:
+        rows = self._db.execute("SELECT seq, instance_id, target FROM planned WHERE run=? ORDER BY seq", (run_id,))
+        return [PlannedTest(*r) for r in rows]
+
+    def pending(self, run_id: int) -> list[PlannedTest]:
+        """Planned tests of the run that have no result yet, in planned order."""
+        rows = self._db.execute(
+            """SELECT p.seq, p.instance_id, p.target FROM planned p
+               LEFT JOIN results r ON r.run=p.run AND r.instance_id=p.instance_id AND r.target=p.target
+               WHERE p.run=? AND r.id IS NULL ORDER BY p.seq""",
+            (run_id,),
+        )
+        return [PlannedTest(*r) for r in rows]
+
+    # ---- results ----------------------------------------------------------------------------
+    def add_result(self, run_id: int, result: TestResult, *, instance_size: int | None = None) -> bool:
+        """Store one result and update its bug row, in one transaction.
+
+        Returns True when the result's signature was never seen before in this store (a new bug).
+        A second result for the same (run, instance, target) raises ``StoreError``: the runner
+        must never run a test twice.
+        """
+        new_bug = False
+        with self._transaction():
+            try:
+                self._db.execute(
+                    """INSERT INTO results (run, instance_id, api, target, outcome, stage, signature, distance,
+                       duration, message, reproducer, source_suite, finished) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                    (
+                        run_id,
+                        result.instance_id,
+                        result.api,
+                        result.target,
+                        result.outcome.value,
+                        result.stage.value,
+                        result.signature,
+                        _encode_distance(result.distance),
+                        float(result.duration),
+                        result.message,
+                        result.reproducer,
+                        result.source_suite,
+                        time.time(),
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(
+                    f"run {run_id} already has a result for {result.instance_id} on {result.target}"
+                ) from None
+            if result.signature and result.outcome in FAILURE_OUTCOMES:
+                row = self._db.execute("SELECT count FROM bugs WHERE signature=?", (result.signature,)).fetchone()
+                if row is None:
+                    new_bug = True
+                    self._db.execute(
+                        """INSERT INTO bugs (signature, target, outcome, first_run, last_run, count, example_instance,
+                           example_api, reproducer, reproducer_size) VALUES (?,?,?,?,?,?,?,?,?,?)""",
+                        (
+                            result.signature,
+                            result.target,
+                            result.outcome.value,
+                            run_id,
+                            run_id,
+                            1,
+                            result.instance_id,
+                            result.api,
+                            result.reproducer,
+                            instance_size if result.reproducer else None,
+                        ),
+                    )
+                else:
+                    self._db.execute(
+                        "UPDATE bugs SET last_run=?, count=count+1 WHERE signature=?", (run_id, result.signature)
+                    )
+        return new_bug
+
+    def wants_reproducer(self, signature: str, instance_size: int) -> bool:
+        """True when the bug has no reproducer yet or this instance is smaller than its example."""
+        row = self._db.execute("SELECT reproducer, reproducer_size FROM bugs WHERE signature=?", (signature,)).fetchone()
+        if row is None:
+            return True
+        reproducer, size = row
+        return reproducer is None or size is None or instance_size < size
+
+    def set_reproducer(
+        self, run_id: int, instance_id: str, target: str, signature: str, path: str, instance_size: int
+    ) -> None:
+        """Attach a reproducer to a result and make it the bug's reproducer when it is smaller."""
+        with self._transaction():
+            self._db.execute(
+                "UPDATE results SET reproducer=? WHERE run=? AND instance_id=? AND target=?",
+                (path, run_id, instance_id, target),
+            )
+            self._db.execute(
+                """UPDATE bugs SET reproducer=?, reproducer_size=?, example_instance=?
+                   WHERE signature=? AND (reproducer IS NULL OR reproducer_size IS NULL OR reproducer_size > ?)""",
+                (path, instance_size, instance_id, signature, instance_size),
+            )
+
+    def results(self, run_id: int | None = None) -> list[TestResult]:
+        query = """SELECT run, instance_id, api, target, outcome, stage, signature, distance, duration, message,
+                   reproducer, source_suite FROM results"""
+        params: tuple[Any, ...] = ()
+        if run_id is not None:
+            query += " WHERE run=?"
+            params = (run_id,)
+        return [self._result(r) for r in self._db.execute(query + " ORDER BY id", params)]
+
+    def iter_results(self, run_id: int) -> Iterator[TestResult]:
+        cur = self._db.execute(
+            """SELECT run, instance_id, api, target, outcome, stage, signature, distance, duration, message,
+               reproducer, source_suite FROM results WHERE run=? ORDER BY id""",
+            (run_id,),
+        )
+        for row in cur:
+            yield self._result(row)
+
+    @staticmethod
+    def _result(row: tuple[Any, ...]) -> TestResult:
+        run, iid, api, target, outcome, stage, sig, distance, duration, message, repro, suite = row
+        return TestResult(
+            instance_id=iid,
+            api=api,
+            target=target,
+            outcome=Outcome(outcome),
+            stage=Stage(stage),
+            signature=sig,
+            distance=distance,
+            duration=duration,
+            message=message,
+            reproducer=repro,
+            source_suite=suite,
+            run_id=run,
+        )
+
+    def outcome_counts(self, run_id: int) -> dict[str, dict[str, int]]:
+        """target -> outcome -> count for one run."""
+        counts: dict[str, dict[str, int]] = {}
+        for target, outcome, n in self._db.execute(
+            "SELECT target, outcome, COUNT(*) FROM results WHERE run=? GROUP BY target, outcome", (run_id,)
+        ):
+            counts.setdefault(target, {})[outcome] = n
+        return counts
+
+    # ---- bugs -------------------------------------------------------------------------------
+    def bugs(self, run_id: int | None = None) -> list[BugRecord]:
+        """All bug signatures, or those seen in one run (count = that run's results then)."""
+        if run_id is None:
+            rows = self._db.execute(
+                """SELECT signature, target, outcome, first_run, last_run, count, example_instance, example_api,
+                   reproducer, reproducer_size FROM bugs ORDER BY count DESC, signature"""
+            )
+        else:
+            rows = self._db.execute(
+                """SELECT b.signature, b.target, b.outcome, b.first_run, b.last_run, COUNT(r.id), b.example_instance,
+                   b.example_api, b.reproducer, b.reproducer_size
+                   FROM bugs b JOIN results r ON r.signature=b.signature AND r.run=?
+                   GROUP BY b.signature ORDER BY COUNT(r.id) DESC, b.signature""",
+                (run_id,),
+            )
+        return [
+            BugRecord(sig, target, Outcome(outcome), first, last, count, example, api, repro, size)
+            for sig, target, outcome, first, last, count, example, api, repro, size in rows
+        ]
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")

@@ -1,0 +1,77 @@
+"""The SQLite results store: runs, planned tests, results, bugs, schema versioning."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import pytest
+
+from opera.outcomes import Outcome, Stage, TestResult
+from opera.store import ResultStore, StoreError
+
+
+def _result(iid: str, target: str = "t", outcome: Outcome = Outcome.PASS, sig: str | None = None, **kw) -> TestResult:
+    return TestResult(instance_id=iid, api="onnx::Relu", target=target, outcome=outcome, stage=Stage.COMPARE, signature=sig, **kw)
+
+
+def test_run_results_and_pending_roundtrip(tmp_path) -> None:
+    with ResultStore(tmp_path / "s.db") as store:
+        run = store.create_run({"seed": 0}, tool_version="x", versions={"tvm": "1"}, corpus=["c.jsonl"],
+                               planned=[("a", "t"), ("b", "t"), ("c", "t")])
+        assert [p.instance_id for p in store.pending(run)] == ["a", "b", "c"]
+        store.add_result(run, _result("b", distance=math.inf, duration=0.5, message="m"))
+        assert [p.instance_id for p in store.pending(run)] == ["a", "c"]
+        (back,) = store.results(run)
+        assert back.instance_id == "b" and back.distance == math.inf and back.outcome is Outcome.PASS
+        assert store.get_run(run).config == {"seed": 0}
+        assert store.outcome_counts(run) == {"t": {"pass": 1}}
+
+
+def test_duplicate_result_is_refused(tmp_path) -> None:
+    with ResultStore(tmp_path / "s.db") as store:
+        run = store.create_run({}, tool_version="x", versions={}, corpus=[], planned=[("a", "t")])
+        store.add_result(run, _result("a"))
+        with pytest.raises(StoreError, match="already has a result"):
+            store.add_result(run, _result("a"))
+        assert len(store.results(run)) == 1
+
+
+def test_bugs_are_counted_per_signature_with_smallest_reproducer(tmp_path) -> None:
+    with ResultStore(tmp_path / "s.db") as store:
+        run = store.create_run({}, tool_version="x", versions={}, corpus=[], planned=[])
+        assert store.add_result(run, _result("a", outcome=Outcome.CRASH, sig="S1"))
+        assert not store.add_result(run, _result("b", outcome=Outcome.CRASH, sig="S1"))
+        assert store.add_result(run, _result("c", outcome=Outcome.INCONSISTENT, sig="S2"))
+        assert not store.add_result(run, _result("d", outcome=Outcome.UNSUPPORTED, sig="U"))  # not a bug
+        assert store.wants_reproducer("S1", 100)
+        store.set_reproducer(run, "a", "t", "S1", "/r/big.py", 100)
+        assert not store.wants_reproducer("S1", 200) and store.wants_reproducer("S1", 50)
+        store.set_reproducer(run, "b", "t", "S1", "/r/small.py", 50)
+        store.set_reproducer(run, "a", "t", "S1", "/r/bigger.py", 300)  # not smaller: kept
+        bugs = {b.signature: b for b in store.bugs()}
+        assert set(bugs) == {"S1", "S2"}
+        assert bugs["S1"].count == 2 and bugs["S1"].reproducer == "/r/small.py" and bugs["S1"].example_instance == "b"
+        run2 = store.create_run({}, tool_version="x", versions={}, corpus=[], planned=[])
+        store.add_result(run2, _result("a", outcome=Outcome.CRASH, sig="S1"))
+        assert [b.signature for b in store.bugs(run2)] == ["S1"]
+        assert {b.signature: b for b in store.bugs()}["S1"].last_run == run2
+
+
+def test_other_schema_version_is_refused(tmp_path) -> None:
+    path = tmp_path / "s.db"
+    ResultStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version=99")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        ResultStore(path)
+    (tmp_path / "junk.db").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError):
+        ResultStore(tmp_path / "junk.db")
+
+
+def test_wal_mode(tmp_path) -> None:
+    with ResultStore(tmp_path / "s.db") as store:
+        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
