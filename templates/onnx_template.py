@@ -1,0 +1,461 @@
+"""ONNX template: an ``onnx_node`` instance as a one-node ``ModelProto`` (DESIGN.md section 5).
+
+How ONNX values are held as neutral values (``opera.values``), in both directions; the recorder and
+the node-test source encode with ``attribute_to_value`` / ``runtime_value``, ``build`` decodes:
+
+==========================  ==============================================================
+attribute type              neutral value
+==========================  ==============================================================
+``INT`` / ``FLOAT``         ``int`` / ``float``
+``STRING``                  ``str`` (UTF-8); other bytes: ``ObjectSpec("onnx.AttributeProto")``
+``INTS/FLOATS/STRINGS``     ``list`` of the above (an empty list: ``ObjectSpec("onnx.AttributeProto")``,
+                            because its element type cannot be told from the value)
+``TENSOR`` / ``TENSORS``    ``numpy.ndarray`` (exact) / list of them; a tensor numpy cannot hold
+                            (string, int4, float8 fnuz, ...): ``ObjectSpec("onnx.TensorProto")``
+``GRAPH`` / ``GRAPHS``      ``bytes`` of the serialized ``GraphProto`` / list of them
+``SPARSE_TENSOR(S)``        ``ObjectSpec("onnx.SparseTensorProto")`` / list of them
+``TYPE_PROTO(S)``           ``ObjectSpec("onnx.TypeProto")`` / list of them
+==========================  ==============================================================
+
+Each ``ObjectSpec("onnx.<Proto>")`` holds the serialized proto as its single ``bytes`` argument, so
+nothing is lost. Node inputs: a tensor is a ``numpy.ndarray`` (or a ``TensorSpec``, or an
+``ObjectSpec("onnx.TensorProto")`` for dtypes numpy cannot hold); a sequence is
+``ObjectSpec("onnx.Sequence", ([items...],), {"elem_type": "tensor(float32)"})``; an optional is
+``ObjectSpec("onnx.Optional", (item_or_None,), {"elem_type": ...})``; ``None`` is an omitted optional
+input (empty name in the node). ``extra``: ``opset`` (of the node's domain), ``domain``,
+``n_outputs``, optionally ``omitted_outputs`` (positions of '' outputs) and ``onnx_opset`` (the
+default-domain opset when the node's domain is another one).
+
+The opset in the instance is the one the harvested model declared. ``build`` declares the lowest
+opset >= the declared one's schema version that onnxruntime accepts when the declared one is newer
+than onnxruntime supports (node tests declare opset 28 for ``Abs``; the ``Abs`` schema is the same
+since opset 13), so the model keeps its meaning and more consumers accept it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from opera.model import OperatorInstance
+from opera.templates import SingleOpModel, Template
+from opera.values import DTYPES, ObjectSpec, TensorSpec, ValueEncodingError, dtype_name
+
+__all__ = [
+    "IR_VERSION",
+    "OnnxTemplate",
+    "attribute_to_value",
+    "model_bytes",
+    "ort_max_opset",
+    "runtime_value",
+    "tensor_to_value",
+    "type_from_string",
+    "type_to_string",
+    "value_to_attribute",
+]
+
+# onnxruntime 1.31 accepts IR versions up to 13 and onnx 1.23 writes 14; 10 is what every
+# consumer here (ORT, TVM, OpenVINO) accepts.
+IR_VERSION = 10
+
+TENSOR_PROTO = "onnx.TensorProto"
+SPARSE_TENSOR_PROTO = "onnx.SparseTensorProto"
+TYPE_PROTO = "onnx.TypeProto"
+ATTRIBUTE_PROTO = "onnx.AttributeProto"
+SEQUENCE = "onnx.Sequence"
+OPTIONAL = "onnx.Optional"
+
+
+# ---- tensors ---------------------------------------------------------------------------------
+def tensor_to_value(tensor: Any) -> Any:
+    """``TensorProto`` -> exact ``numpy.ndarray``, or ``ObjectSpec("onnx.TensorProto")``."""
+    from onnx import numpy_helper
+
+    try:
+        arr = numpy_helper.to_array(tensor)
+        dtype_name(arr.dtype)
+        return np.array(arr)
+    except (ValueEncodingError, TypeError, ValueError):
+        return ObjectSpec(TENSOR_PROTO, (tensor.SerializeToString(),))
+
+
+def _array_to_tensor(value: Any, name: str = "") -> Any:
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(value, ObjectSpec) and value.api == TENSOR_PROTO:
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString(value.args[0])
+        if name:
+            tensor.name = name
+        return tensor
+    arr = value.materialize() if isinstance(value, TensorSpec) else np.asarray(value)
+    return numpy_helper.from_array(arr, name=name)
+
+
+def _proto_array(value: Any) -> Any:
+    """A runtime tensor as numpy (``ObjectSpec("onnx.TensorProto")`` decoded, TensorSpec materialized)."""
+    if isinstance(value, TensorSpec):
+        return value.materialize()
+    if isinstance(value, ObjectSpec) and value.api == TENSOR_PROTO:
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(_array_to_tensor(value))
+    return np.asarray(value)
+
+
+# ---- attributes ------------------------------------------------------------------------------
+def _proto_spec(api: str, proto: Any) -> ObjectSpec:
+    return ObjectSpec(api, (proto.SerializeToString(),))
+
+
+def attribute_to_value(attr: Any) -> Any:
+    """``AttributeProto`` -> neutral value (see the module docstring)."""
+    from onnx import AttributeProto as A
+
+    kind = attr.type
+    if kind == A.INT:
+        return int(attr.i)
+    if kind == A.FLOAT:
+        return float(attr.f)
+    if kind == A.STRING:
+        try:
+            return attr.s.decode("utf-8")
+        except UnicodeDecodeError:
+            return _proto_spec(ATTRIBUTE_PROTO, attr)
+    if kind == A.TENSOR:
+        return tensor_to_value(attr.t)
+    if kind == A.GRAPH:
+        return attr.g.SerializeToString()
+    if kind == A.SPARSE_TENSOR:
+        return _proto_spec(SPARSE_TENSOR_PROTO, attr.sparse_tensor)
+    if kind == A.TYPE_PROTO:
+        return _proto_spec(TYPE_PROTO, attr.tp)
+    repeated = {
+        A.INTS: lambda: [int(i) for i in attr.ints],
+        A.FLOATS: lambda: [float(f) for f in attr.floats],
+        A.STRINGS: lambda: [s.decode("utf-8") for s in attr.strings],
+        A.TENSORS: lambda: [tensor_to_value(t) for t in attr.tensors],
+        A.GRAPHS: lambda: [g.SerializeToString() for g in attr.graphs],
+        A.SPARSE_TENSORS: lambda: [_proto_spec(SPARSE_TENSOR_PROTO, t) for t in attr.sparse_tensors],
+        A.TYPE_PROTOS: lambda: [_proto_spec(TYPE_PROTO, t) for t in attr.type_protos],
+    }
+    if kind in repeated:
+        try:
+            items = repeated[kind]()
+        except UnicodeDecodeError:
+            items = []
+        if items:
+            return items
+    # empty lists, undecodable strings, undefined types: keep the whole attribute
+    return _proto_spec(ATTRIBUTE_PROTO, attr)
+
+
+def value_to_attribute(name: str, value: Any) -> Any:
+    """Neutral value -> ``AttributeProto`` named ``name`` (inverse of ``attribute_to_value``)."""
+    import onnx
+    from onnx import AttributeProto as A
+    from onnx import helper
+
+    if isinstance(value, ObjectSpec):
+        raw = value.args[0]
+        if value.api == ATTRIBUTE_PROTO:
+            attr = onnx.AttributeProto()
+            attr.ParseFromString(raw)
+            attr.name = name
+            return attr
+        if value.api == TENSOR_PROTO:
+            return helper.make_attribute(name, _array_to_tensor(value))
+        if value.api == SPARSE_TENSOR_PROTO:
+            sparse = onnx.SparseTensorProto()
+            sparse.ParseFromString(raw)
+            return helper.make_attribute(name, sparse)
+        if value.api == TYPE_PROTO:
+            tp = onnx.TypeProto()
+            tp.ParseFromString(raw)
+            return helper.make_attribute(name, tp, attr_type=A.TYPE_PROTO)
+        raise ValueError(f"attribute {name}: no ONNX encoding for {value.api}")
+    if isinstance(value, bytes):
+        graph = onnx.GraphProto()
+        graph.ParseFromString(value)
+        return helper.make_attribute(name, graph)
+    if isinstance(value, (np.ndarray, TensorSpec)):
+        return helper.make_attribute(name, _array_to_tensor(value))
+    if isinstance(value, (list, tuple)) and value:
+        first = value[0]
+        if isinstance(first, bytes):
+            return helper.make_attribute(name, [_parse(onnx.GraphProto, g) for g in value])
+        if isinstance(first, (np.ndarray, TensorSpec)) or (isinstance(first, ObjectSpec) and first.api == TENSOR_PROTO):
+            return helper.make_attribute(name, [_array_to_tensor(t) for t in value], attr_type=A.TENSORS)
+        if isinstance(first, ObjectSpec) and first.api == SPARSE_TENSOR_PROTO:
+            return helper.make_attribute(name, [_parse(onnx.SparseTensorProto, s.args[0]) for s in value])
+        if isinstance(first, ObjectSpec) and first.api == TYPE_PROTO:
+            return helper.make_attribute(name, [_parse(onnx.TypeProto, t.args[0]) for t in value], attr_type=A.TYPE_PROTOS)
+        if any(isinstance(v, float) for v in value) and all(isinstance(v, (int, float)) for v in value):
+            return helper.make_attribute(name, [float(v) for v in value], attr_type=A.FLOATS)
+        return helper.make_attribute(name, list(value))
+    if isinstance(value, bool):
+        return helper.make_attribute(name, int(value))
+    return helper.make_attribute(name, value)
+
+
+def _parse(cls: Any, raw: bytes) -> Any:
+    proto = cls()
+    proto.ParseFromString(raw)
+    return proto
+
+
+# ---- types of runtime values -----------------------------------------------------------------
+def type_to_string(tp: Any) -> str:
+    """``TypeProto`` -> ``tensor(float32)``, ``seq(tensor(int64))``, ``optional(seq(...))``."""
+    from onnx import helper
+
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        np_dtype = helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type)
+        try:
+            return f"tensor({dtype_name(np_dtype)})"
+        except ValueEncodingError:
+            return f"tensor({helper.tensor_dtype_to_string(tp.tensor_type.elem_type).split('.')[-1]})"
+    if which == "sequence_type":
+        return f"seq({type_to_string(tp.sequence_type.elem_type)})"
+    if which == "optional_type":
+        return f"optional({type_to_string(tp.optional_type.elem_type)})"
+    raise ValueError(f"unsupported ONNX type {which}")
+
+
+_TYPE_RE = re.compile(r"^(tensor|seq|optional)\((.*)\)$")
+
+
+def type_from_string(text: str, shape: tuple[int, ...] | None = None) -> Any:
+    """Inverse of ``type_to_string``; ``shape`` applies to a top-level tensor type."""
+    import onnx
+    from onnx import helper
+
+    match = _TYPE_RE.match(text.strip())
+    if match is None:
+        raise ValueError(f"bad ONNX type string {text!r}")
+    kind, inner = match.groups()
+    if kind == "tensor":
+        if inner in DTYPES:
+            elem = helper.np_dtype_to_tensor_dtype(DTYPES[inner])
+        else:
+            elem = getattr(onnx.TensorProto, inner.upper())
+        return helper.make_tensor_type_proto(elem, shape)
+    if kind == "seq":
+        return helper.make_sequence_type_proto(type_from_string(inner))
+    return helper.make_optional_type_proto(type_from_string(inner))
+
+
+def runtime_value(value: Any, tp: Any = None) -> Any:
+    """A runtime value from a test (numpy, numpy scalar, TensorProto, list, None) -> neutral value.
+
+    ``tp`` is its ONNX ``TypeProto`` when known: it decides sequences and optionals.
+    """
+    import onnx
+
+    which = tp.WhichOneof("value") if tp is not None else None
+    if which == "optional_type":
+        inner = None if value is None else runtime_value(value, tp.optional_type.elem_type)
+        return ObjectSpec(OPTIONAL, (inner,), {"elem_type": type_to_string(tp.optional_type.elem_type)})
+    if which == "sequence_type" or isinstance(value, list):
+        elem_tp = tp.sequence_type.elem_type if which == "sequence_type" else None
+        items = [runtime_value(v, elem_tp) for v in value]
+        elem = type_to_string(elem_tp) if elem_tp is not None else _guess_elem_type(items)
+        return ObjectSpec(SEQUENCE, (items,), {"elem_type": elem})
+    if isinstance(value, onnx.TensorProto):
+        return tensor_to_value(value)
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        from onnx import numpy_helper
+
+        return ObjectSpec(TENSOR_PROTO, (numpy_helper.from_array(arr).SerializeToString(),))
+    try:
+        dtype_name(arr.dtype)
+    except ValueEncodingError:
+        from onnx import numpy_helper
+
+        return ObjectSpec(TENSOR_PROTO, (numpy_helper.from_array(arr).SerializeToString(),))
+    return np.array(arr)
+
+
+def _guess_elem_type(items: list[Any]) -> str:
+    if items and isinstance(items[0], np.ndarray):
+        return f"tensor({dtype_name(items[0].dtype)})"
+    return "tensor(float32)"
+
+
+def _decode_runtime(value: Any) -> tuple[Any, Any]:
+    """Neutral runtime value -> (value to feed, its ``TypeProto``)."""
+    from onnx import helper
+
+    if isinstance(value, ObjectSpec) and value.api == SEQUENCE:
+        items = [_decode_runtime(v)[0] for v in value.args[0]]
+        return items, helper.make_sequence_type_proto(type_from_string(value.kwargs["elem_type"]))
+    if isinstance(value, ObjectSpec) and value.api == OPTIONAL:
+        inner = value.args[0]
+        fed = None if inner is None else _decode_runtime(inner)[0]
+        return fed, helper.make_optional_type_proto(type_from_string(value.kwargs["elem_type"]))
+    arr = _proto_array(value)
+    elem = helper.np_dtype_to_tensor_dtype(arr.dtype) if arr.dtype != object else 8  # STRING
+    if isinstance(value, ObjectSpec):  # dtypes numpy maps lossily (float8 fnuz, int4): the proto says
+        tensor = _array_to_tensor(value)
+        elem = tensor.data_type
+    return arr, helper.make_tensor_type_proto(elem, list(arr.shape))
+
+
+# ---- the opset onnxruntime accepts -----------------------------------------------------------
+_ORT_MAX_OPSET: int | None = None
+
+
+def ort_max_opset() -> int:
+    """The newest default-domain opset this onnxruntime loads (probed once with an ``Abs`` model)."""
+    global _ORT_MAX_OPSET
+    if _ORT_MAX_OPSET is None:
+        import onnx
+        import onnxruntime as ort
+        from onnx import helper
+
+        _ORT_MAX_OPSET = 1
+        for version in range(onnx.defs.onnx_opset_version(), 13, -1):
+            graph = helper.make_graph(
+                [helper.make_node("Abs", ["x"], ["y"])],
+                "probe",
+                [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+                [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+            )
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", version)])
+            model.ir_version = IR_VERSION
+            try:
+                ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            except Exception:
+                continue
+            _ORT_MAX_OPSET = version
+            break
+    return _ORT_MAX_OPSET
+
+
+def _effective_opset(op_type: str, domain: str, declared: int) -> int:
+    """The declared opset, lowered to what ORT loads when the op's schema is unchanged there."""
+    if domain not in ("", "ai.onnx") or declared <= ort_max_opset():
+        return declared
+    import onnx
+
+    try:
+        since = onnx.defs.get_schema(op_type, declared, domain).since_version
+    except Exception:
+        return declared
+    return max(since, ort_max_opset())
+
+
+# ---- the template ----------------------------------------------------------------------------
+def model_bytes(built: SingleOpModel) -> bytes:
+    """The serialized ``ModelProto`` (what a frontend reading a file gets)."""
+    return bytes(built.model.SerializeToString())
+
+
+class OnnxTemplate(Template):
+    library = "onnx"
+
+    def build(self, inst: OperatorInstance, seed: int = 0) -> SingleOpModel:
+        import onnx
+        from onnx import helper
+
+        if not inst.api.startswith("onnx::"):
+            raise ValueError(f"not an ONNX operator: {inst.api}")
+        op_type = inst.api[len("onnx::") :]
+        domain = str(inst.extra.get("domain", "") or "")
+        declared = int(inst.extra.get("opset", onnx.defs.onnx_opset_version()))
+        opset = _effective_opset(op_type, domain, declared)
+        n_outputs = int(inst.extra.get("n_outputs", 1))
+        omitted_outputs = set(inst.extra.get("omitted_outputs", ()) or ())
+
+        input_names: list[str] = []
+        node_inputs: list[str] = []
+        graph_inputs = []
+        feeds: list[Any] = []
+        for i, value in enumerate(inst.inputs):
+            if value is None:
+                node_inputs.append("")
+                continue
+            name = f"input_{i}"
+            fed, tp = _decode_runtime(value)
+            node_inputs.append(name)
+            input_names.append(name)
+            feeds.append(fed)
+            graph_inputs.append(helper.make_value_info(name, tp))
+        # drop trailing omitted inputs: '' at the end means the same and some checkers dislike it
+        while node_inputs and node_inputs[-1] == "":
+            node_inputs.pop()
+        output_names = ["" if j in omitted_outputs else f"output_{j}" for j in range(n_outputs)]
+        attributes = [value_to_attribute(k, v) for k, v in inst.kwargs.items()]
+        node = helper.make_node(op_type, node_inputs, output_names, domain=domain or None)
+        node.attribute.extend(attributes)
+        outputs = [helper.make_empty_tensor_value_info(n) for n in output_names if n]
+        graph = helper.make_graph([node], f"opera_{op_type}", graph_inputs, outputs)
+        imports = [helper.make_opsetid(domain, opset)]
+        if domain not in ("", "ai.onnx"):
+            imports.append(helper.make_opsetid("", int(inst.extra.get("onnx_opset", onnx.defs.onnx_opset_version()))))
+        model = helper.make_model(graph, opset_imports=imports, producer_name="opera")
+        model.ir_version = IR_VERSION
+        _fill_output_types(model)
+        return SingleOpModel(
+            instance=inst,
+            model=model,
+            inputs=feeds,
+            input_names=input_names,
+            details={"seed": seed, "opset": opset, "declared_opset": declared},
+        )
+
+    def reference(self, built: SingleOpModel) -> list[np.ndarray]:
+        """onnxruntime (CPU) first; the ONNX reference evaluator when ORT cannot load or run it.
+
+        The ONNX specification's own Python implementation is the library's semantics, so an
+        instance it runs is valid even where ORT lacks a kernel (opset 27/28 ops, float8 types, ...).
+        ``built.details["reference"]`` says which one produced the outputs.
+        """
+        feeds = dict(zip(built.input_names, built.inputs))
+        try:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 4  # errors are reported through the exception
+            session = ort.InferenceSession(built.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            outputs = session.run(None, feeds)
+            built.details["reference"] = "onnxruntime"
+        except Exception as exc:
+            from onnx.reference import ReferenceEvaluator
+
+            built.details["ort_error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+            outputs = ReferenceEvaluator(built.model).run(None, feeds)
+            built.details["reference"] = "onnx.reference"
+        return _flatten(outputs)
+
+
+def _fill_output_types(model: Any) -> None:
+    """Give the graph outputs the types shape inference finds (left empty where it finds none)."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:
+        return
+    known = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]}
+    for out in model.graph.output:
+        found = known.get(out.name)
+        if found is not None and found.type.WhichOneof("value") is not None:
+            out.type.CopyFrom(found.type)
+
+
+def _flatten(outputs: Any) -> list[np.ndarray]:
+    flat: list[np.ndarray] = []
+    for out in outputs:
+        if isinstance(out, (list, tuple)):
+            flat.extend(_flatten(out))
+        elif out is None:
+            continue
+        else:
+            flat.append(np.asarray(out))
+    return flat
