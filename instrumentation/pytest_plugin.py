@@ -5,12 +5,17 @@ raw corpus file to write (``opera harvest`` sets it, with ``OPERA_HARVEST_LIBRAR
 subprocess it starts). The recorder is installed in ``pytest_configure``, before test modules are
 imported, so names they bind at import time (``from keras.ops import softmax``) are the recording
 wrappers; every instance is labelled with the id of the test that produced it.
+
+Under pytest-xdist (``-n N``) the controller records nothing and each worker writes its own raw
+file, ``<worker>.<name>`` next to ``OPERA_HARVEST_OUT`` (``OPERA_HARVEST_LIMIT`` applies per worker);
+``run_pytest_harvest`` reads them all.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +26,28 @@ from opera.model import Source
 _state: dict[str, Any] = {}
 
 
+def worker_output_path(out: str, worker: str) -> str:
+    """Raw file of one pytest-xdist worker: ``gw0.raw.jsonl.gz`` next to ``raw.jsonl.gz``."""
+    path = Path(out)
+    return str(path.with_name(f"{worker}.{path.name}"))
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    """The pytest-xdist controller runs no tests itself; its workers record (one file each)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return False
+    workers = getattr(config.option, "numprocesses", None)
+    return bool(workers) and workers != "0" and getattr(config.option, "dist", "no") != "no"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     out = os.environ.get("OPERA_HARVEST_OUT")
-    if not out or "recorder" in _state:
+    if not out or "recorder" in _state or _is_xdist_controller(config):
         return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        out = worker_output_path(out, worker)
+    _state["out"] = out
     from opera.instrumentation import get_recorder
 
     library = os.environ.get("OPERA_HARVEST_LIBRARY", "")
@@ -68,7 +91,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if errors:
             import json
 
-            with open(os.environ["OPERA_HARVEST_OUT"] + ".errors.json", "w") as fh:
+            with open(_state["out"] + ".errors.json", "w") as fh:
                 json.dump(errors, fh)
     writer = _state.pop("writer", None)
     if writer is not None:

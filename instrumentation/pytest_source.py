@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from opera.corpus import CorpusReader
@@ -20,6 +21,8 @@ from opera.instrumentation import BaseRecorder, HarvestOptions, harvest_source
 from opera.model import OperatorInstance
 
 __all__ = ["run_pytest_harvest"]
+
+_PLUGIN_MODULE = "opera.instrumentation.pytest_plugin"
 
 # pytest exit codes that mean the run never really started (usage error, internal error, no tests).
 _FAILED_TO_START = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests were collected"}
@@ -49,7 +52,7 @@ def run_pytest_harvest(
             }
         )
         env.update(extra_env or {})
-        cmd = [sys.executable, "-m", "pytest", "-p", "opera.instrumentation.pytest_plugin", "-p", "no:cacheprovider"]
+        cmd = [sys.executable, "-m", "pytest", *_plugin_args(env), "-p", "no:cacheprovider"]
         cmd += ["-q", "--no-header", "--tb=no"] if quiet else []
         cmd += list(pytest_args)
         proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -58,14 +61,29 @@ def run_pytest_harvest(
             raise HarvestError(f"pytest failed to start ({_FAILED_TO_START[proc.returncode]}): {tail}")
         if proc.returncode == 5:
             raise HarvestError(f"pytest collected no tests from: {' '.join(pytest_args)}")
-        errors_file = Path(str(raw) + ".errors.json")
-        if errors_file.exists():
-            for reason, n in json.loads(errors_file.read_text()).items():
-                recorder.errors[reason] = recorder.errors.get(reason, 0) + n
-        if not raw.exists():
+        # One raw file, or one per pytest-xdist worker (gw0.raw.jsonl.gz, ...).
+        raw_files = [p for p in [raw, *sorted(Path(tmp).glob(f"*.{raw.name}"))] if p.exists()]
+        for raw_file in raw_files:
+            errors_file = Path(str(raw_file) + ".errors.json")
+            if errors_file.exists():
+                for reason, n in json.loads(errors_file.read_text()).items():
+                    recorder.errors[reason] = recorder.errors.get(reason, 0) + n
+        if not raw_files:
             raise HarvestError(f"pytest exited with code {proc.returncode} before recording anything")
         # A suite killed by a signal (negative code) still leaves its synced instances.
-        yield from CorpusReader([raw], skip_malformed=True)
+        yield from CorpusReader(raw_files, skip_malformed=True)
+
+
+def _plugin_args(env: dict[str, str]) -> list[str]:
+    """``-p`` for the recording plugin unless its ``pytest11`` entry point loads it already.
+
+    Naming a plugin with ``-p`` that the entry point has registered under its own name makes
+    pytest stop with "Plugin already registered under a different name".
+    """
+    if not env.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        if any(ep.value == _PLUGIN_MODULE for ep in entry_points(group="pytest11")):
+            return []
+    return ["-p", _PLUGIN_MODULE]
 
 
 @harvest_source("torch", "pytest")

@@ -1,0 +1,62 @@
+"""Keras harvest source: Keras's own test suite, shipped inside the keras wheel (DESIGN.md section 4).
+
+``keras-tests`` runs ``<site-packages>/keras/src/{layers,ops}/**/*_test.py`` with pytest under the
+recording plugin (TensorFlow backend). Arguments after ``--`` on the command line are appended to
+the pytest command (``-k``, ``--deselect``, ``-n 2`` with pytest-xdist, or explicit test paths that
+replace the default directories when they are paths).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from opera.instrumentation import BaseRecorder, HarvestOptions, harvest_source
+from opera.instrumentation.pytest_source import run_pytest_harvest
+from opera.model import OperatorInstance
+
+__all__ = ["KERAS_TEST_DIRS", "keras_test_paths", "keras_tests"]
+
+# Test folders of the keras wheel whose tests exercise keras.layers and keras.ops.
+KERAS_TEST_DIRS = ("layers", "ops")
+
+# Tests that cannot pass here or take minutes each, deselected by node id relative to keras/src.
+# (Filled from measured runs; see the report in benchmarks/ for the timings.)
+SKIPPED_TESTS: tuple[str, ...] = ()
+
+
+def keras_source_root() -> Path:
+    """``<site-packages>/keras/src`` of the installed keras, found without importing keras."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("keras")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("keras is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "src"
+
+
+def keras_test_paths(dirs: tuple[str, ...] = KERAS_TEST_DIRS) -> list[str]:
+    root = keras_source_root()
+    return [str(root / d) for d in dirs if (root / d).is_dir()]
+
+
+@harvest_source("keras", "keras-tests", default=True)
+def keras_tests(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[OperatorInstance]:
+    """Keras's own layers/ops test suite from the installed wheel (TensorFlow backend)."""
+    root = keras_source_root()
+    user_args = list(options.pytest_args)
+    explicit_paths = [a for a in user_args if not a.startswith("-") and Path(a.split("::")[0]).exists()]
+    args = [] if explicit_paths else keras_test_paths()
+    args += [f"--deselect={root / test}" for test in SKIPPED_TESTS]
+    args += ["-p", "no:randomly", *user_args]
+    env = {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    env.setdefault("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "2"))
+    seen: set[str] = set()
+    # Instances recorded twice (a parametrized test repeating a call) are dropped here, before the
+    # harvest driver spends a validation on them; the corpus writer would drop them anyway.
+    for inst in run_pytest_harvest(recorder, args, suite="keras-tests", limit=options.limit, extra_env=env):
+        if inst.id in seen:
+            continue
+        seen.add(inst.id)
+        yield inst
