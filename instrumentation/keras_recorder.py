@@ -78,6 +78,9 @@ _OBJECT_NAMESPACES = (
 )
 _CALLABLE_NAMESPACES = ("keras.activations", "keras.ops", "keras.losses", "keras.initializers", "keras.random")
 _SKIPPED_LAYER_CLASSES = {"Layer", "InputLayer", "Input"}
+# keras.ops utilities that are no tensor operators (conversions, introspection, autodiff helpers):
+# tests call them to check results, and no compiler frontend has anything to convert for them.
+_SKIPPED_OPS = {"convert_to_numpy", "convert_to_tensor", "is_tensor", "dtype", "shape", "custom_gradient"}
 
 
 def _is_internal_module(name: str, allow_testing: bool) -> bool:
@@ -276,7 +279,7 @@ class KerasRecorder(BaseRecorder):
         for ns_name in _OPS_NAMESPACES:
             ns = importlib.import_module(ns_name)
             for attr, func in sorted(vars(ns).items()):
-                if attr.startswith("_") or not inspect.isfunction(func) or id(func) in api_of:
+                if attr.startswith("_") or attr in _SKIPPED_OPS or not inspect.isfunction(func) or id(func) in api_of:
                     continue
                 api_of[id(func)] = f"{ns_name}.{attr}"
                 originals[id(func)] = func
