@@ -358,6 +358,9 @@ class TorchRecorder(BaseRecorder):
             self._mode = None
         for handle in self._hook_handles:
             handle.remove()
+            # torch's handle forgets this table (register_module_forward_hook passes only the
+            # always-called one as extra_dict): remove the entry ourselves.
+            nn.modules.module._global_forward_hooks_with_kwargs.pop(handle.id, None)
         self._hook_handles = []
         for cls, original in self._patched_inits.items():
             cls.__init__ = original  # type: ignore[misc]

@@ -1,0 +1,212 @@
+"""PyTorch harvesting: recorder, sources and template, end to end on real torch (no mocks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+from opera.corpus import read_corpus  # noqa: E402
+from opera.instrumentation import HarvestOptions  # noqa: E402
+from opera.instrumentation.torch_recorder import TorchRecorder, torch_module_classes  # noqa: E402
+from opera.instrumentation.torch_sources import moduleinfo_source, opinfo_source  # noqa: E402
+from opera.model import InstanceKind, OperatorInstance  # noqa: E402
+from opera.templates.torch_template import TorchTemplate, torch_inputs  # noqa: E402
+from opera.values import TensorSpec  # noqa: E402
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+# 48 float values: under the exact-value threshold, so the recorded input is exact.
+SMALL_INPUT = (np.arange(48, dtype=np.float32).reshape(1, 3, 4, 4) - 20.0) / 10.0
+
+SUITE = textwrap.dedent(
+    """
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def test_conv_and_gelu():
+        x = torch.from_numpy((np.arange(48, dtype=np.float32).reshape(1, 3, 4, 4) - 20.0) / 10.0)
+        y = nn.Conv2d(3, 8, 3, padding=1)(x)
+        z = F.gelu(x, approximate="tanh")
+        assert y.shape == (1, 8, 4, 4) and z.shape == x.shape
+    """
+)
+
+
+def record(body: object) -> list[OperatorInstance]:
+    recorded: list[OperatorInstance] = []
+    with TorchRecorder(recorded.append):
+        body()  # type: ignore[operator]
+    return recorded
+
+
+def test_pytest_suite_harvest_records_exactly_the_top_level_calls(tmp_path: Path) -> None:
+    (tmp_path / "test_tiny.py").write_text(SUITE)
+    out = tmp_path / "torch.jsonl.gz"
+    proc = subprocess.run(
+        [sys.executable, "-m", "opera.cli", "harvest", "torch", "-o", str(out), "--", str(tmp_path / "test_tiny.py")],
+        capture_output=True, text=True, env=ENV, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    instances = list(read_corpus(out))
+    # F.conv2d inside Conv2d.forward, whatever gelu calls, torch.from_numpy: all absent.
+    assert [i.api for i in instances] == ["torch.nn.Conv2d", "torch.nn.functional.gelu"]
+    conv, gelu = instances
+    assert conv.kind == InstanceKind.MODULE and conv.args == (3, 8, 3) and conv.kwargs == {"padding": 1}
+    assert len(conv.inputs) == 1 and conv.inputs[0].dtype == np.float32
+    np.testing.assert_array_equal(conv.inputs[0], SMALL_INPUT)
+    assert gelu.kind == InstanceKind.FUNCTION and gelu.kwargs == {"approximate": "tanh"}
+    np.testing.assert_array_equal(gelu.args[0], SMALL_INPUT)
+    assert all(i.valid for i in instances)
+    assert conv.outputs == ("float32[1,8,4,4]",) and gelu.outputs == ("float32[1,3,4,4]",)
+    assert all(i.source.test.endswith("test_conv_and_gelu") for i in instances)
+
+
+def _hook_state() -> dict[str, object]:
+    module = nn.modules.module
+    return {
+        "inits": {cls: cls.__dict__.get("__init__") for cls in torch_module_classes()},
+        "pre": dict(module._global_forward_pre_hooks),
+        "post": dict(module._global_forward_hooks),
+        "always": dict(module._global_forward_hooks_always_called),
+        "kwargs": dict(module._global_forward_hooks_with_kwargs),
+        "modes": list(torch.overrides._get_current_function_mode_stack()),
+    }
+
+
+def test_uninstall_removes_every_patch() -> None:
+    before = _hook_state()
+    recorded: list[OperatorInstance] = []
+    ones = torch.ones(1, 2)
+    recorder = TorchRecorder(recorded.append)
+    recorder.install()
+    try:
+        during = _hook_state()
+        assert during["inits"][nn.Linear] is not before["inits"][nn.Linear]  # type: ignore[index]
+        assert len(during["pre"]) == len(before["pre"]) + 1  # type: ignore[arg-type]
+        assert len(during["modes"]) == len(before["modes"]) + 1  # type: ignore[arg-type]
+        nn.Linear(2, 2)(ones)
+        assert [i.api for i in recorded] == ["torch.nn.Linear"]
+    finally:
+        recorder.uninstall()
+    after = _hook_state()
+    assert after == before
+    recorded.clear()
+    torch.add(ones, 1)
+    nn.Linear(2, 2)(ones)
+    assert recorded == []
+
+
+def test_in_place_operator_records_the_value_before_the_call() -> None:
+    x = torch.tensor([1.0, 2.0])
+    recorded = record(lambda: x.add_(1.0))
+    assert [i.api for i in recorded] == ["torch.Tensor.add_"]
+    np.testing.assert_array_equal(recorded[0].args[0], [1.0, 2.0])
+
+
+def test_value_thresholds_and_deterministic_specs() -> None:
+    big = torch.linspace(-3.0, 5.0, 100)
+    ints = torch.arange(1000)
+    nan_mid = torch.full((200,), float("nan"))
+    recorded = record(lambda: (torch.sin(big), torch.neg(ints), torch.cos(nan_mid)))
+    spec = recorded[0].args[0]
+    assert isinstance(spec, TensorSpec) and spec.shape == (100,) and (spec.low, spec.high) == (-3.0, 5.0)
+    again = record(lambda: torch.sin(big))[0].args[0]
+    assert again == spec  # the seed comes from the tensor's bytes
+    np.testing.assert_array_equal(recorded[1].args[0], np.arange(1000))
+    assert np.isnan(recorded[2].args[0]).all() and recorded[2].args[0].shape == (200,)
+
+
+def test_template_round_trip_reproduces_the_recorded_outputs() -> None:
+    x = torch.from_numpy(SMALL_INPUT.copy())
+    outputs: list[torch.Tensor] = []
+
+    def body() -> None:
+        torch.manual_seed(0)  # the template seeds module construction with the same seed
+        outputs.append(nn.Conv2d(3, 8, 3, padding=1)(x))
+        outputs.append(F.gelu(x, approximate="tanh"))
+        outputs.append(torch.add(x, x[0, 0], alpha=2))
+        outputs.append(torch.cat([x, x], dim=1))
+        outputs.append(x.sum(dim=1, keepdim=True))
+
+    recorded = record(body)
+    apis = [i.api for i in recorded]
+    assert apis == [
+        "torch.nn.Conv2d",
+        "torch.nn.functional.gelu",
+        "torch.Tensor.__getitem__",
+        "torch.add",
+        "torch.cat",
+        "torch.Tensor.sum",
+    ]
+    template = TorchTemplate()
+    by_api = {i.api: i for i in recorded}
+    for api, expected in zip(["torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.add", "torch.cat", "torch.Tensor.sum"], outputs):
+        decoded = OperatorInstance.from_json(json.loads(by_api[api].to_line()))
+        assert decoded.id == by_api[api].id
+        built = template.build(decoded, seed=0)
+        (got,) = template.reference(built)
+        np.testing.assert_allclose(got, expected.detach().numpy(), rtol=0, atol=0, err_msg=api)
+    assert len(template.build(by_api["torch.cat"]).inputs) == 2  # tensors inside the list are inputs
+
+
+@pytest.mark.parametrize("api", ["torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.add"])
+def test_built_models_export(api: str) -> None:
+    x = torch.from_numpy(SMALL_INPUT.copy())
+    recorded = record(lambda: (nn.Conv2d(3, 8, 3, padding=1)(x), F.gelu(x), torch.add(x, x, alpha=3)))
+    inst = next(i for i in recorded if i.api == api)
+    built = TorchTemplate().build(inst)
+    program = torch.export.export(built.model, torch_inputs(built))
+    (exported,) = flatten(program.module()(*torch_inputs(built)))
+    np.testing.assert_allclose(exported, TorchTemplate().reference(built)[0], rtol=1e-6, atol=1e-6)
+
+
+def flatten(result: object) -> list[np.ndarray]:
+    from opera.templates.torch_template import flatten_outputs
+
+    return flatten_outputs(result)
+
+
+def test_opinfo_source_respects_limit_and_records_both_variants() -> None:
+    recorder = TorchRecorder()
+    instances = list(opinfo_source(recorder, HarvestOptions(limit=12)))
+    assert len(instances) == 12 and not recorder.installed
+    assert {i.source.suite for i in instances} == {"opinfo"}
+    first_op = instances[0].source.test
+    apis = {i.api for i in instances if i.source.test == first_op}
+    assert apis == {"torch.abs", "torch.Tensor.abs"}, apis  # op_db starts with abs
+    template = TorchTemplate()
+    assert all(template.validate(i).valid for i in instances)
+
+
+def test_moduleinfo_source_records_module_instances() -> None:
+    recorder = TorchRecorder()
+    instances = list(moduleinfo_source(recorder, HarvestOptions(limit=5)))
+    assert len(instances) == 5 and not recorder.installed
+    assert all(i.kind == InstanceKind.MODULE and i.source.suite == "moduleinfo" for i in instances)
+    assert instances[0].api == f"torch.nn.{instances[0].source.test}"
+    template = TorchTemplate()
+    verdicts = [template.validate(i) for i in instances]
+    assert all(v.valid for v in verdicts), [v.invalid_reason for v in verdicts]
+
+
+def test_module_arguments_become_object_specs() -> None:
+    src = torch.zeros(3, 1, 8)
+    recorded = record(lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 2)(src))
+    assert [i.api for i in recorded] == ["torch.nn.TransformerEncoder"]
+    layer = recorded[0].args[0]
+    assert layer.api == "torch.nn.TransformerEncoderLayer" and layer.args == (8, 2, 16)
+    assert TorchTemplate().validate(recorded[0]).valid
