@@ -39,7 +39,11 @@ def _sample_dtypes(op: Any) -> list[Any]:
 
 
 def iter_opinfo_calls(
-    recorder: BaseRecorder | None = None, *, first_ops: int | None = None, dtypes: Callable[[Any], list[Any]] | None = None
+    recorder: BaseRecorder | None = None,
+    *,
+    first_ops: int | None = None,
+    dtypes: Callable[[Any], list[Any]] | None = None,
+    method_variants: bool = True,
 ) -> Iterator[tuple[str, int, Callable[[], Any]]]:
     """``(test label, sample index, call)`` for every CPU sample of ``op_db`` (function and method
     variants). Samples are generated with ``recorder`` paused; ``call()`` runs the operator."""
@@ -51,7 +55,7 @@ def iter_opinfo_calls(
     pause = recorder.paused if recorder is not None else contextlib.nullcontext
     for op in op_db[:first_ops]:
         label = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
-        variants = [op.op] + ([op.method_variant] if op.method_variant is not None else [])
+        variants = [op.op] + ([op.method_variant] if method_variants and op.method_variant is not None else [])
         for dtype in (dtypes or _sample_dtypes)(op):
             test = label if dtype == torch.float32 else f"{label}@{str(dtype).removeprefix('torch.')}"
             with pause():

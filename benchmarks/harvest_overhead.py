@@ -1,0 +1,136 @@
+"""Recording overhead of the harvest hooks: the same workload with and without the recorder.
+
+One function per measurement, grouped per library (``--only torch|keras``). Each returns a row
+(name, workload, calls, median seconds without / with the recorder, ratio, instances recorded);
+rows are printed as a table and merged into ``benchmarks/results/harvest_overhead.json`` (rows of
+the other library already there are kept).
+
+    .venv/bin/python benchmarks/harvest_overhead.py --only torch [--first-ops 150] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results" / "harvest_overhead.json"
+
+
+def _median_seconds(run: Callable[[], int], repeats: int) -> tuple[float, int, list[float]]:
+    times, count = [], 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        count = run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), count, times
+
+
+def torch_opinfo_overhead(repeats: int = 3, first_ops: int | None = None) -> dict[str, Any]:
+    """Enumerate the CPU float32 samples of op_db and call the op (function variant) on each."""
+    import torch
+
+    from opera.instrumentation.torch_recorder import TorchRecorder
+    from opera.instrumentation.torch_sources import iter_opinfo_calls
+
+    def float32_only(op: Any) -> list[Any]:
+        return [torch.float32] if torch.float32 in op.supported_dtypes("cpu") else []
+
+    def enumerate_calls(recorder: TorchRecorder | None) -> int:
+        calls = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _test, _index, call in iter_opinfo_calls(
+                recorder, first_ops=first_ops, dtypes=float32_only, method_variants=False
+            ):
+                try:
+                    call()
+                except Exception:
+                    pass
+                calls += 1
+        return calls
+
+    recorded: list[Any] = []
+
+    def with_recorder() -> int:
+        recorded.clear()
+        recorder = TorchRecorder(recorded.append)
+        with recorder:
+            return enumerate_calls(recorder)
+
+    enumerate_calls(None)  # warm-up: imports, first-call caches
+    plain, calls, plain_runs = _median_seconds(lambda: enumerate_calls(None), repeats)
+    hooked, _, hooked_runs = _median_seconds(with_recorder, repeats)
+    return {
+        "name": "torch-opinfo",
+        "workload": f"op_db[:{first_ops}]" if first_ops else "op_db (all OpInfos)",
+        "calls": calls,
+        "instances": len(recorded),
+        "seconds_without": round(plain, 3),
+        "seconds_with": round(hooked, 3),
+        "ratio": round(hooked / plain, 3),
+        "runs_without": [round(t, 3) for t in plain_runs],
+        "runs_with": [round(t, 3) for t in hooked_runs],
+    }
+
+
+# library -> measurement functions; the Keras half registers its own here.
+MEASUREMENTS: dict[str, list[Callable[..., dict[str, Any]]]] = {
+    "torch": [torch_opinfo_overhead],
+    "keras": [],
+}
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    header = f"{'measurement':<16} {'workload':<24} {'calls':>7} {'instances':>9} {'without s':>9} {'with s':>8} {'ratio':>6}"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        lines.append(
+            f"{row['name']:<16} {row['workload']:<24} {row['calls']:>7} {row['instances']:>9} "
+            f"{row['seconds_without']:>9.3f} {row['seconds_with']:>8.3f} {row['ratio']:>5.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(MEASUREMENTS), help="measure one library")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (median reported)")
+    parser.add_argument("--first-ops", type=int, default=None, help="torch: only the first N OpInfos")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    libraries = [args.only] if args.only else sorted(MEASUREMENTS)
+    rows: list[dict[str, Any]] = []
+    for library in libraries:
+        if not MEASUREMENTS[library]:
+            print(f"{library}: no measurement implemented yet", file=sys.stderr)
+        for measure in MEASUREMENTS[library]:
+            kwargs: dict[str, Any] = {"repeats": args.repeats}
+            if library == "torch":
+                kwargs["first_ops"] = args.first_ops
+            rows.append({"library": library, **measure(**kwargs)})
+    print(render(rows))
+
+    existing: dict[str, Any] = json.loads(args.output.read_text()) if args.output.exists() else {}
+    by_name = {row["name"]: row for row in existing.get("rows", [])}
+    by_name.update({row["name"]: row for row in rows})
+    existing["rows"] = sorted(by_name.values(), key=lambda row: row["name"])
+    existing["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
+    existing["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(existing, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
