@@ -1,0 +1,253 @@
+"""ONNX harvesting: the make_model recorder, the node-test source, and the one-node template."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from opera.instrumentation import HarvestOptions, get_source
+from opera.instrumentation.onnx_recorder import OnnxRecorder
+from opera.instrumentation.onnx_sources import load_node_cases, node_test_instances
+from opera.instrumentation.pytest_source import run_pytest_harvest
+from opera.model import InstanceKind, OperatorInstance
+from opera.templates.onnx_template import OnnxTemplate, attribute_to_value, model_bytes, value_to_attribute
+from opera.values import ObjectSpec, TensorSpec, decode_value, encode_value
+
+RESIZE_TEST = textwrap.dedent(
+    """
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def test_resize_model():
+        node = helper.make_node("Resize", ["X", "", "scales"], ["Y"], mode="linear", coordinate_transformation_mode="half_pixel")
+        graph = helper.make_graph(
+            [node],
+            "resize",
+            [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 4, 5])],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+            initializer=[numpy_helper.from_array(np.array([1, 1, 2, 0.5], dtype=np.float32), "scales")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        assert model.graph.node[0].op_type == "Resize"
+    """
+)
+
+
+def _roundtrip(inst: OperatorInstance) -> OperatorInstance:
+    """Through the corpus line format, as the runner will see it."""
+    return OperatorInstance.from_json(json.loads(inst.to_line()))
+
+
+def test_pytest_harvest_records_resize_node(tmp_path: Path) -> None:
+    test_file = tmp_path / "test_build_resize.py"
+    test_file.write_text(RESIZE_TEST)
+    recorder = OnnxRecorder()
+    instances = list(run_pytest_harvest(recorder, [str(test_file)], suite="pytest", cwd=str(tmp_path)))
+    assert [i.api for i in instances] == ["onnx::Resize"]
+    inst = instances[0]
+    assert inst.kind is InstanceKind.ONNX_NODE
+    assert inst.kwargs == {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+    assert inst.extra == {"opset": 19, "domain": "", "n_outputs": 1}
+    x, roi, scales = inst.inputs
+    assert x == TensorSpec(dtype="float32", shape=(1, 3, 4, 5))
+    assert roi is None
+    assert scales.dtype == np.float32 and scales.tolist() == [1, 1, 2, 0.5]
+    assert inst.source.test.endswith("test_build_resize.py::test_resize_model")
+    assert inst.library_version == onnx.__version__
+
+
+def _two_node_model() -> onnx.ModelProto:
+    relu = helper.make_node("Relu", ["X"], ["mid"])
+    transpose = helper.make_node("Transpose", ["mid"], ["Y"], perm=[1, 0])
+    graph = helper.make_graph(
+        [relu, transpose],
+        "two",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT16, ["N", 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_two_node_graph_yields_one_instance_per_node_with_inferred_middle_type() -> None:
+    recorded: list[OperatorInstance] = []
+    with OnnxRecorder(recorded.append):
+        _two_node_model()
+    assert [i.api for i in recorded] == ["onnx::Relu", "onnx::Transpose"]
+    assert recorded[0].inputs == (TensorSpec(dtype="float16", shape=(None, 3)),)
+    assert recorded[1].inputs == (TensorSpec(dtype="float16", shape=(None, 3)),)  # 'mid', inferred
+    assert recorded[1].kwargs == {"perm": [1, 0]}
+    assert [i.source.sample for i in recorded] == [0, 1]
+    # the recorded node rebuilds and runs (unknown dimension materialized as 2)
+    outputs = OnnxTemplate().reference(OnnxTemplate().build(_roundtrip(recorded[1])))
+    assert outputs[0].shape == (3, 2) and outputs[0].dtype == np.float16
+
+
+def test_graph_bodies_and_orphan_graphs_are_counted_once() -> None:
+    recorded: list[OperatorInstance] = []
+    with OnnxRecorder(recorded.append):
+        body = helper.make_graph(
+            [helper.make_node("Identity", ["X"], ["out"])], "then", [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])]
+        )
+        if_node = helper.make_node("If", ["cond"], ["Y"], then_branch=body, else_branch=body)
+        helper.make_model(
+            helper.make_graph(
+                [if_node],
+                "main",
+                [helper.make_tensor_value_info("cond", TensorProto.BOOL, []), helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])],
+                [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])],
+            )
+        )
+        helper.make_graph(  # never wrapped into a model: emitted at uninstall
+            [helper.make_node("Neg", ["A"], ["B"])],
+            "orphan",
+            [helper.make_tensor_value_info("A", TensorProto.INT32, [4])],
+            [helper.make_tensor_value_info("B", TensorProto.INT32, [4])],
+        )
+        assert [i.api for i in recorded] == ["onnx::If"]
+    assert [i.api for i in recorded] == ["onnx::If", "onnx::Neg"]
+    then_branch = recorded[0].kwargs["then_branch"]
+    assert isinstance(then_branch, bytes) and onnx.GraphProto.FromString(then_branch).node[0].op_type == "Identity"
+    assert recorded[1].inputs == (TensorSpec(dtype="int32", shape=(4,)),)
+
+
+def _bound_wrappers() -> list[str]:
+    found = []
+    for name, module in list(sys.modules.items()):
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        for attr, value in list(namespace.items()):
+            if getattr(value, "__opera_wrapped__", None) is not None and attr.startswith("make_"):
+                found.append(f"{name}.{attr}")
+    return found
+
+
+def test_uninstall_restores_every_binding() -> None:
+    originals = (helper.make_node, helper.make_graph, helper.make_model)
+    user_module = types.ModuleType("opera_test_user_module")
+    user_module.make_node = helper.make_node  # type: ignore[attr-defined]  # 'from onnx.helper import make_node'
+    sys.modules[user_module.__name__] = user_module
+    try:
+        recorder = OnnxRecorder()
+        recorder.install()
+        assert helper.make_model is not originals[2]
+        assert user_module.make_node is not originals[0]  # type: ignore[attr-defined]
+        assert len(_bound_wrappers()) >= 4
+        recorder.uninstall()
+        assert (helper.make_node, helper.make_graph, helper.make_model) == originals
+        assert user_module.make_node is originals[0]  # type: ignore[attr-defined]
+        assert _bound_wrappers() == []
+    finally:
+        del sys.modules[user_module.__name__]
+
+
+@pytest.mark.parametrize(
+    "attr",
+    [
+        helper.make_attribute("i", 3),
+        helper.make_attribute("f", 0.5),
+        helper.make_attribute("s", "nearest"),
+        helper.make_attribute("ints", [1, -2]),
+        helper.make_attribute("floats", [1.0, 2.5]),
+        helper.make_attribute("strings", ["a", "b"]),
+        helper.make_attribute("empty", [], attr_type=onnx.AttributeProto.INTS),
+        helper.make_attribute("t", numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3))),
+        helper.make_attribute("st", helper.make_tensor("st", TensorProto.STRING, [2], [b"x", b"y"])),
+        helper.make_attribute("g", helper.make_graph([helper.make_node("Relu", ["a"], ["b"])], "g", [], [])),
+        helper.make_attribute("tp", helper.make_tensor_type_proto(TensorProto.FLOAT, [2]), attr_type=onnx.AttributeProto.TYPE_PROTO),
+    ],
+    ids=lambda a: a.name,
+)
+def test_attribute_encoding_roundtrips(attr: onnx.AttributeProto) -> None:
+    value = decode_value(json.loads(json.dumps(encode_value(attribute_to_value(attr)))))
+    rebuilt = value_to_attribute(attr.name, value)
+    assert rebuilt == attr
+
+
+@pytest.fixture(scope="module")
+def node_cases() -> dict[str, Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {case.name: case for case in load_node_cases()}
+
+
+def test_node_tests_source_respects_limit_and_keeps_real_inputs(node_cases: dict[str, Any]) -> None:
+    source = get_source("onnx", "node-tests")
+    assert source.default
+    instances = list(source.func(OnnxRecorder(), HarvestOptions(limit=5)))
+    assert len(instances) == 5
+    first = instances[0]
+    case = node_cases[first.source.test]
+    assert first.source.suite == "onnx-node-tests"
+    assert first.api == f"onnx::{case.model.graph.node[0].op_type}"
+    real_inputs = case.data_sets[0][0]
+    assert len(first.inputs) == len(real_inputs)
+    for got, want in zip(first.inputs, real_inputs):
+        np.testing.assert_array_equal(got, want)  # exact values, not shapes
+    assert first.tolerance is not None and first.tolerance.rtol == case.rtol
+
+
+def _expected(case: Any) -> list[np.ndarray]:
+    flat: list[np.ndarray] = []
+    for out in case.data_sets[0][1]:
+        items = out if isinstance(out, list) else [out]
+        flat += [numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else np.asarray(x) for x in items]
+    return flat
+
+
+@pytest.mark.parametrize(
+    ("name", "reference"),
+    [
+        ("test_gather_0", "onnxruntime"),
+        ("test_resize_upsample_scales_linear", "onnxruntime"),
+        ("test_if_seq", "onnxruntime"),  # GRAPH attributes with sequence outputs
+        ("test_sequence_insert_at_back", "onnxruntime"),  # a sequence input
+        ("test_cast_FLOAT_to_FLOAT8E4M3FN", "onnx.reference"),  # opset 28 Cast: ORT cannot load it
+    ],
+)
+def test_template_reference_equals_node_test_expected_output(node_cases: dict[str, Any], name: str, reference: str) -> None:
+    case = node_cases[name]
+    (inst,) = node_test_instances(case, onnx.__version__)
+    template = OnnxTemplate()
+    built = template.build(_roundtrip(inst))
+    assert built.model.ir_version == 10
+    onnx.checker.check_model(onnx.ModelProto.FromString(model_bytes(built)))
+    outputs = template.reference(built)
+    assert built.details["reference"] == reference
+    expected = _expected(case)
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=case.rtol, atol=case.atol)
+    assert template.validate(inst).valid is True
+
+
+def test_opset_newer_than_onnxruntime_is_lowered_when_the_schema_is_unchanged(node_cases: dict[str, Any]) -> None:
+    (inst,) = node_test_instances(node_cases["test_abs"], onnx.__version__)
+    declared = 28
+    inst = OperatorInstance(inst.library, inst.api, inst.kind, inputs=inst.inputs, extra={**inst.extra, "opset": declared})
+    built = OnnxTemplate().build(inst)
+    since = onnx.defs.get_schema("Abs", declared).since_version
+    assert built.details["declared_opset"] == declared
+    assert since <= built.details["opset"] < declared
+    OnnxTemplate().reference(built)
+    assert built.details["reference"] == "onnxruntime"
+
+
+def test_sequence_input_is_an_object_spec_with_its_element_type(node_cases: dict[str, Any]) -> None:
+    (inst,) = node_test_instances(node_cases["test_sequence_insert_at_back"], onnx.__version__)
+    sequence = inst.inputs[0]
+    assert isinstance(sequence, ObjectSpec) and sequence.api == "onnx.Sequence"
+    assert sequence.kwargs["elem_type"].startswith("tensor(")
+    assert all(isinstance(item, np.ndarray) for item in sequence.args[0])
