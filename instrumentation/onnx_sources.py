@@ -6,9 +6,12 @@ instance keeps the test's REAL input values (exact arrays): the original artifac
 and regenerated random values, which lost tests whose meaning is in the values (indices, masks,
 shapes, NaN handling).
 
-``_expanded`` cases (an op's function body spelled out as primitive nodes) are skipped: their nodes
-are Add/Mul/Reshape/... instances of the composite op's test values, hundreds of them, which would
-flood the corpus with inner nodes while the composite op itself is harvested from the plain case.
+``_expanded`` cases (an op's function body spelled out as primitive nodes: ~480 cases, ~12.5k
+nodes) would flood the corpus with Add/Mul/Reshape/... nodes whose operator is harvested from its
+own plain case anyway, so only the nodes of operators that NO plain case tests are kept from them
+(``SequenceEmpty``, ``SequenceLength``, ``RandomUniformLike`` in onnx 1.23). Their inputs are
+intermediate values, computed exactly with ``onnx.reference.ReferenceEvaluator(...,
+intermediate=True)``.
 """
 
 from __future__ import annotations
@@ -38,14 +41,33 @@ def is_expanded(case: Any) -> bool:
     return "_expanded" in case.name
 
 
-def node_test_instances(case: Any, library_version: str) -> list[OperatorInstance]:
-    """One instance per node of ``case.model``, fed the first data set's real inputs."""
+def node_test_instances(case: Any, library_version: str, intermediate: bool = False) -> list[OperatorInstance]:
+    """One instance per node of ``case.model``, fed the first data set's real inputs.
+
+    ``intermediate``: also give inner nodes their exact input values (from the reference
+    evaluator) instead of ``TensorSpec``s from shape inference.
+    """
     from opera.instrumentation.onnx_recorder import node_instances, test_values
+    from opera.templates.onnx_template import runtime_value
 
     values: dict[str, Any] = {}
     if case.data_sets:
         inputs, _outputs = case.data_sets[0]
         values = test_values(case.model, inputs)
+        if intermediate:
+            from onnx.reference import ReferenceEvaluator
+
+            feeds = dict(zip((vi.name for vi in case.model.graph.input), inputs))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                results = ReferenceEvaluator(case.model).run(None, feeds, intermediate=True)
+            import onnx
+
+            inferred = onnx.shape_inference.infer_shapes(case.model, strict_mode=False).graph
+            types = {vi.name: vi.type for vi in [*inferred.value_info, *inferred.output] if vi.type.WhichOneof("value")}
+            for name, value in results.items():  # type: ignore[union-attr]
+                if name and name not in values and value is not None:
+                    values[name] = runtime_value(value, types.get(name))
     rtol, atol = getattr(case, "rtol", None), getattr(case, "atol", None)
     tolerance = Tolerance(atol=atol, rtol=rtol) if rtol is not None or atol is not None else None
     return node_instances(case.model, Source(SUITE, test=case.name), library_version, values, tolerance)
@@ -56,14 +78,19 @@ def node_tests(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[Oper
     """ONNX backend node tests (onnx.backend.test), real input values, one instance per node."""
     emitted = 0
     version = recorder.library_version()
-    for case in load_node_cases():
-        if is_expanded(case):
+    cases = load_node_cases()
+    tested = {node.op_type for case in cases if not is_expanded(case) for node in case.model.graph.node}
+    for case in cases:
+        expanded = is_expanded(case)
+        if expanded and all(node.op_type in tested for node in case.model.graph.node):
             continue
         try:
-            instances = node_test_instances(case, version)
+            instances = node_test_instances(case, version, intermediate=expanded)
         except Exception as exc:  # one unreadable case must not end the harvest
             recorder.note_error(f"{case.name}: {type(exc).__name__}: {str(exc)[:80]}")
             continue
+        if expanded:
+            instances = [inst for inst in instances if inst.api.removeprefix("onnx::") not in tested]
         for inst in instances:
             if options.limit is not None and emitted >= options.limit:
                 return

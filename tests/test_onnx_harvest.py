@@ -251,3 +251,15 @@ def test_sequence_input_is_an_object_spec_with_its_element_type(node_cases: dict
     assert isinstance(sequence, ObjectSpec) and sequence.api == "onnx.Sequence"
     assert sequence.kwargs["elem_type"].startswith("tensor(")
     assert all(isinstance(item, np.ndarray) for item in sequence.args[0])
+
+
+def test_expanded_case_inner_nodes_get_exact_intermediate_values(node_cases: dict[str, Any]) -> None:
+    case = node_cases["test_sequence_map_identity_1_sequence_expanded"]
+    instances = node_test_instances(case, onnx.__version__, intermediate=True)
+    (length,) = [i for i in instances if i.api == "onnx::SequenceLength"]
+    (sequence,) = length.inputs
+    assert isinstance(sequence, ObjectSpec) and sequence.api == "onnx.Sequence"
+    for got, want in zip(sequence.args[0], case.data_sets[0][0][0]):
+        np.testing.assert_array_equal(got, want)
+    outputs = OnnxTemplate().reference(OnnxTemplate().build(_roundtrip(length)))
+    assert outputs[0].tolist() == len(case.data_sets[0][0][0])
