@@ -1,51 +1,45 @@
-"""Equipped corpora: the operator instances a compiler's OWN frontend tests exercise (DESIGN.md s. 9).
+"""Reader for "equipped" corpora: the operator instances a compiler's OWN frontend tests exercise.
 
-The prioritizer needs them for the operator score (``Num_DLC``: how often the compiler team already
-tests an operator) and, optionally, to count the parameter partitions those tests exercise as
-covered before the first pick.
+The prioritizer's operator score needs how often the compiler team already tests each operator
+(``Num_DLC``, DESIGN.md section 9), and its parameter diversity may count the settings these tests
+cover as already covered. The research artifact wrote these corpora as Python source, one instance
+per line (ONNX, Keras) or per ``# test_id: N`` block (PyTorch):
 
-Two inputs are accepted:
+- ONNX: ``make_graph(op_type='Conv', kwargs={...}, input_name=(...), input_shape=(...),
+  input_dtype=('FLOAT', ...), output_name=..., output_shape=..., output_dtype=...)``. In
+  ``../equipped/`` files: one record per node; an omitted optional input has shape ``None`` and
+  dtype ``'UNDEFINED'``; unknown dimensions are ``None``/``'?'``, symbolic ones their name;
+  sequences/optionals are ``'SEQUENCE(FLOAT)'``/``'OPTIONAL(...)'``.
+- Keras: ``layer_test(keras.layers.Conv2D, args=(...), kwargs={...}, input_shape=[...],
+  input_dtype='float32')``.
+- PyTorch: ``verify_model(torch.nn.Conv2d(...).eval(), input_data=[torch.randn(shape, dtype=...)])``
+  (a module), or ``para_i = ...`` assignments, a ``Module`` class whose ``forward`` returns
+  ``torch.nn.functional.f(args[0], para_1, ...)`` (a function; ``args[0].view(...)`` is the method
+  ``torch.Tensor.view``), and ``verify_model(cls().float().eval(), input_data=para_0)``.
 
-* Opera's own corpus format (JSON Lines, optionally gzipped): a corpus harvested with
-  ``opera harvest`` from the compiler's frontend test suite. Read with ``opera.corpus``.
-* The research artifact's line format, one Python call per record (``../opera-artifact/*/data/
-  *_equipped_*.txt``, ``../equipped/*.txt``):
-
-  - ONNX: ``make_graph(op_type='Pad', kwargs={...}, input_name=(...), input_shape=(...),
-    input_dtype=(...), output_name=..., ...)``; one line per node (newer files) or per test graph;
-  - Keras: ``layer_test(keras.layers.Conv2D, args=(...), kwargs={...}, input_shape=[...],
-    input_dtype='float32')``;
-  - PyTorch: blocks opened by ``# test_id: N`` holding ``para_k = ...`` assignments, an optional
-    ``class X(Module)`` whose ``forward`` returns one ``torch.nn.functional`` call, and a
-    ``verify_model(...)`` call.
-
-  Records are parsed with ``ast`` and ``ast.literal_eval``: the files are data, never executed.
-  Tensors become ``TensorSpec`` (shape + dtype); a dimension that is unknown or symbolic becomes
-  ``None``; values that cannot be represented (sequence inputs, string tensors, quantized dtypes)
-  become ``Opaque``. A record that cannot be parsed at all is counted in ``EquippedCorpus.skipped``
-  with its line and reason, never silently dropped.
+The text is parsed with ``ast`` and never executed. Tensors become ``TensorSpec`` (the files hold
+shapes only); anything else that is not a literal becomes an ``ObjectSpec`` (a library call) or an
+``Opaque`` value. Unreadable records are counted in ``EquippedReader.skipped``, not silently lost.
 """
 
 from __future__ import annotations
 
 import ast
-import os
+import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opera.corpus import read_corpus
-from opera.errors import OperaError
 from opera.model import InstanceKind, OperatorInstance, Source
-from opera.values import DTYPES, DType, Opaque, TensorSpec
+from opera.values import DTYPES, DType, ObjectSpec, Opaque, TensorSpec
 
-__all__ = ["EquippedCorpus", "EquippedError", "SkippedRecord", "iter_equipped", "read_equipped"]
+__all__ = ["EquippedReader", "read_equipped"]
 
-EQUIPPED_SUITE = "equipped"
+SUITE = "equipped"
 
-# ONNX TensorProto type names (as the artifact writes them) -> corpus dtype names.
+# ONNX TensorProto element type names -> corpus dtype names.
 _ONNX_DTYPES = {
     "FLOAT": "float32",
     "DOUBLE": "float64",
@@ -66,333 +60,361 @@ _ONNX_DTYPES = {
     "FLOAT8E5M2": "float8_e5m2",
 }
 
-# Op types of the tvm-0.27 equipped file that live in the com.microsoft domain (its README); the
-# line format does not carry the domain.
-_MICROSOFT_OPS = frozenset(
+# Op types TVM 0.27's ONNX frontend tests use from the ``com.microsoft`` domain (../equipped/README).
+MICROSOFT_OPS = frozenset(
     {"Attention", "BiasGelu", "EmbedLayerNormalization", "FastGelu", "Gelu", "MatMulInteger16", "SkipLayerNormalization"}
 )
 
-
-class EquippedError(OperaError):
-    """An equipped-corpus file that is missing or in no known format."""
-
-
-@dataclass(frozen=True)
-class SkippedRecord:
-    line: int
-    reason: str
+_TORCH_TENSOR_FACTORIES = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "tensor"}
 
 
 @dataclass
-class EquippedCorpus:
-    """The instances of one equipped file, plus the records that could not be parsed."""
+class EquippedReader:
+    """Stream the instances of one equipped file; ``skipped`` counts unreadable records by reason.
+
+    ``library`` is sniffed from the content when not given. ``microsoft_ops``: ONNX op types to put
+    in the ``com.microsoft`` domain (default: ``MICROSOFT_OPS`` for files named ``tvm-0.27_*``).
+    """
 
     path: Path
-    library: str
-    instances: list[OperatorInstance] = field(default_factory=list)
-    skipped: list[SkippedRecord] = field(default_factory=list)
+    library: str | None = None
+    microsoft_ops: frozenset[str] | None = None
+    skipped: Counter[str] = field(default_factory=Counter)
+    records: int = 0
 
-    def op_counts(self) -> Counter[str]:
-        """``Num_DLC`` per api name."""
-        return Counter(inst.api for inst in self.instances)
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+        if self.microsoft_ops is None:
+            self.microsoft_ops = MICROSOFT_OPS if self.path.name.startswith("tvm-0.27") else frozenset()
 
-
-class _Unsupported(Exception):
-    """A record (or a value inside one) this reader cannot represent."""
-
-
-# ---- format detection -----------------------------------------------------------------------
-
-
-def _detect(path: Path) -> str:
-    if path.name.endswith((".jsonl", ".jsonl.gz", ".json", ".gz")):
-        return "corpus"
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            s = line.strip()
-            if not s:
-                continue
-            if s.startswith("{"):
-                return "corpus"
-            if s.startswith("make_graph("):
-                return "onnx"
-            if s.startswith("layer_test("):
-                return "keras"
-            if s.startswith(("# test_id", "para_", "verify_model(", "class ")):
-                return "torch"
-            break
-    raise EquippedError(f"{path}: not an equipped corpus (expected make_graph(...), layer_test(...), '# test_id' blocks or Opera JSON Lines)")
-
-
-def iter_equipped(path: str | os.PathLike[str], skipped: list[SkippedRecord] | None = None) -> Iterator[OperatorInstance]:
-    """Stream the instances of one equipped file; unparseable records go to ``skipped``."""
-    p = Path(path)
-    if not p.exists():
-        raise EquippedError(f"equipped corpus not found: {p}")
-    sink = skipped if skipped is not None else []
-    fmt = _detect(p)
-    if fmt == "corpus":
-        yield from read_corpus(p)
-    elif fmt == "onnx":
-        yield from _read_lines(p, _onnx_record, sink)
-    elif fmt == "keras":
-        yield from _read_lines(p, _keras_record, sink)
-    else:
-        yield from _read_torch(p, sink)
-
-
-def read_equipped(path: str | os.PathLike[str]) -> EquippedCorpus:
-    skipped: list[SkippedRecord] = []
-    instances = list(iter_equipped(path, skipped))
-    library = instances[0].library if instances else ""
-    return EquippedCorpus(path=Path(path), library=library, instances=instances, skipped=skipped)
-
-
-def _source(path: Path, line: int) -> Source:
-    return Source(suite=EQUIPPED_SUITE, test=f"{path.name}:{line}", sample=line)
-
-
-def _read_lines(path: Path, parse: Any, skipped: list[SkippedRecord]) -> Iterator[OperatorInstance]:
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
+    def __iter__(self) -> Iterator[OperatorInstance]:
+        text = self.path.read_text()
+        library = self.library or _sniff_library(text)
+        if library == "torch":
+            chunks = _torch_blocks(text)
+        else:
+            chunks = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
+        for line_no, chunk in chunks:
+            self.records += 1
+            source = Source(SUITE, test=f"{self.path.name}:{line_no}", sample=self.records - 1)
             try:
-                call = ast.parse(text, mode="eval").body
-                if not isinstance(call, ast.Call):
-                    raise _Unsupported("not a call")
-                yield parse(call, _source(path, lineno))
-            except (SyntaxError, ValueError, _Unsupported) as exc:
-                skipped.append(SkippedRecord(lineno, f"{type(exc).__name__}: {exc}"))
+                if library == "onnx":
+                    inst = _onnx_record(chunk, source, self.microsoft_ops or frozenset())
+                elif library == "keras":
+                    inst = _keras_record(chunk, source)
+                else:
+                    inst = _torch_record(chunk, source)
+            except (SyntaxError, ValueError, KeyError, IndexError, TypeError) as exc:
+                self.skipped[f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"] += 1
+                continue
+            yield inst
 
 
-def _keywords(call: ast.Call) -> dict[str, ast.expr]:
-    return {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+def read_equipped(paths: Iterable[str | Path]) -> Iterator[OperatorInstance]:
+    """The instances of every equipped file in ``paths``, in order."""
+    for path in paths:
+        yield from EquippedReader(Path(path))
 
 
-# ---- ONNX -----------------------------------------------------------------------------------
+def _sniff_library(text: str) -> str:
+    head = text.lstrip()[:200]
+    if head.startswith("make_graph("):
+        return "onnx"
+    if head.startswith("layer_test("):
+        return "keras"
+    if head.startswith("# test_id") or "verify_model(" in text[:5000]:
+        return "torch"
+    raise ValueError("not an equipped corpus: no make_graph/layer_test/verify_model records")
 
 
-def _onnx_input(shape: Any, dtype: str) -> Any:
-    if dtype == "UNDEFINED" or shape is None and dtype in ("", "UNDEFINED"):
-        return None
+# ---- literal conversion ----------------------------------------------------------------------
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _convert(node: ast.AST, env: dict[str, Any] | None = None) -> Any:
+    """An expression of the artifact's files -> neutral value (no evaluation)."""
+    env = env or {}
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _convert(node.operand, env)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.List):
+        return [_convert(e, env) for e in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(_convert(e, env) for e in node.elts)
+    if isinstance(node, ast.Set):
+        return [_convert(e, env) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_convert(k, env) if k is not None else None: _convert(v, env) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        if node.id in ("inf", "nan"):
+            return float(node.id)
+    name = _dotted(node)
+    if name is not None:
+        dtype = name.rsplit(".", 1)[-1]
+        if name.startswith("torch.") and dtype in DTYPES:
+            return DType(dtype)
+        if name.startswith(("torch.", "keras.", "tf.", "np.", "numpy.")):
+            return ObjectSpec(name) if name.rsplit(".", 1)[-1][:1].isupper() else _callable_ref(name)
+    if isinstance(node, ast.Call):
+        func = _dotted(node.func)
+        if func == "tensor" and len(node.args) == 1:  # shapes printed as [tensor(1), tensor(3)]
+            return _convert(node.args[0], env)
+        if func and func.startswith("torch.") and func.rsplit(".", 1)[-1] in _TORCH_TENSOR_FACTORIES:
+            return _torch_tensor(node, env)
+        if func:
+            return ObjectSpec(
+                func,
+                tuple(_convert(a, env) for a in node.args),
+                {kw.arg: _convert(kw.value, env) for kw in node.keywords if kw.arg},
+            )
+    return Opaque("equipped", f"expression {ast.unparse(node)[:80]}")
+
+
+def _callable_ref(name: str) -> Any:
+    from opera.values import CallableRef
+
+    return CallableRef(name)
+
+
+def _shape(value: Any) -> tuple[int | None, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, int):
+        return (value,)
+    return tuple(d if isinstance(d, int) and not isinstance(d, bool) else None for d in value)
+
+
+def _torch_tensor(node: ast.Call, env: dict[str, Any]) -> TensorSpec:
+    """``torch.randn(shape, dtype=...)``, ``torch.randint(lo, hi, shape, dtype=...)`` -> TensorSpec."""
+    func = (_dotted(node.func) or "").rsplit(".", 1)[-1]
+    args = [_convert(a, env) for a in node.args]
+    kwargs = {kw.arg: _convert(kw.value, env) for kw in node.keywords if kw.arg}
+    dtype = kwargs.get("dtype")
+    name = dtype.name if isinstance(dtype, DType) else ("int64" if func == "randint" else "float32")
+    if func == "randint":
+        low, high = (0, args[0]) if len(args) == 2 else (args[0], args[1])
+        shape = args[-1] if len(args) >= 2 else kwargs.get("size")
+        return TensorSpec(name, _shape(shape), low=float(low), high=float(high) - 1)
+    if func == "tensor":
+        shape = list(_nested_shape(args[0])) if args else []
+        return TensorSpec(name, tuple(shape))
+    shape = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args or kwargs.get("size")
+    return TensorSpec(name, _shape(shape))
+
+
+def _nested_shape(value: Any) -> tuple[int, ...]:
+    if isinstance(value, (list, tuple)):
+        return (len(value), *(_nested_shape(value[0]) if value else ()))
+    return ()
+
+
+def _call(text: str, name: str) -> ast.Call:
+    tree = ast.parse(text.strip(), mode="eval")
+    call = tree.body
+    if not isinstance(call, ast.Call) or _dotted(call.func) != name:
+        raise ValueError(f"expected a {name}(...) call")
+    return call
+
+
+# ---- ONNX ------------------------------------------------------------------------------------
+_ONNX_WRAPPED = re.compile(r"^(SEQUENCE|OPTIONAL)\((.*)\)$")
+
+
+def _onnx_input(shape: Any, dtype: Any) -> Any:
+    if dtype in (None, "UNDEFINED", "") and shape is None:
+        return None  # an omitted optional input
+    if not isinstance(dtype, str):
+        raise ValueError(f"bad input dtype {dtype!r}")
+    if _ONNX_WRAPPED.match(dtype):
+        return Opaque("onnx.value", f"{dtype} input (the equipped format holds no element shapes)")
     name = _ONNX_DTYPES.get(dtype)
     if name is None:
-        return Opaque(type=f"onnx.{dtype.lower() or 'unknown'}", reason="not a numeric tensor in the equipped record")
-    if shape is None:
-        return Opaque(type=f"onnx.tensor({name})", reason="unknown rank in the equipped record")
-    return TensorSpec(dtype=name, shape=tuple(d if isinstance(d, int) and d >= 0 else None for d in shape))
+        return Opaque("onnx.value", f"tensor of {dtype}")
+    return TensorSpec(name, _shape(shape) if shape is not None else ())
 
 
-def _onnx_attribute(value: Any) -> Any:
-    # The artifact wrote STRING attributes as bytes; our harvest decodes them to str.
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return value
-    if isinstance(value, list):
-        return [_onnx_attribute(v) for v in value]
-    return value
-
-
-def _onnx_record(call: ast.Call, source: Source) -> OperatorInstance:
-    kw = _keywords(call)
-    if "op_type" not in kw:
-        raise _Unsupported("make_graph without op_type")
-    op_type = ast.literal_eval(kw["op_type"])
-    attrs = ast.literal_eval(kw["kwargs"]) if "kwargs" in kw else {}
-    shapes = ast.literal_eval(kw["input_shape"]) if "input_shape" in kw else ()
-    dtypes = ast.literal_eval(kw["input_dtype"]) if "input_dtype" in kw else ()
-    outputs = ast.literal_eval(kw["output_name"]) if "output_name" in kw else ()
-    if not isinstance(attrs, dict):
-        raise _Unsupported("kwargs is not a dict")
-    inputs = [_onnx_input(s, d) for s, d in zip(shapes, dtypes)]
-    while inputs and inputs[-1] is None:
-        inputs.pop()
-    domain = "com.microsoft" if op_type in _MICROSOFT_OPS else ""
+def _onnx_record(line: str, source: Source, microsoft_ops: frozenset[str]) -> OperatorInstance:
+    call = _call(line, "make_graph")
+    fields = {kw.arg: _convert(kw.value) for kw in call.keywords if kw.arg}
+    op_type = fields["op_type"]
+    if not isinstance(op_type, str):
+        raise ValueError("op_type is not a string")
+    shapes = fields.get("input_shape") or ()
+    dtypes = fields.get("input_dtype") or ()
+    if len(shapes) != len(dtypes):
+        raise ValueError(f"{len(shapes)} input shapes for {len(dtypes)} dtypes")
+    inputs = tuple(_onnx_input(s, d) for s, d in zip(shapes, dtypes))
+    kwargs = fields.get("kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise ValueError("kwargs is not a dict")
+    extra: dict[str, Any] = {"domain": "com.microsoft" if op_type in microsoft_ops else ""}
+    extra["n_outputs"] = len(fields.get("output_name") or ()) or 1
     return OperatorInstance(
         library="onnx",
         api=f"onnx::{op_type}",
         kind=InstanceKind.ONNX_NODE,
-        kwargs={str(k): _onnx_attribute(v) for k, v in attrs.items()},
-        inputs=tuple(inputs),
-        extra={"domain": domain, "n_outputs": len(outputs)},
+        kwargs={str(k): v for k, v in kwargs.items()},
+        inputs=inputs,
+        extra=extra,
         source=source,
     )
 
 
-# ---- Keras ----------------------------------------------------------------------------------
+# ---- Keras -----------------------------------------------------------------------------------
+def _keras_api(name: str) -> str:
+    """``keras.layers.Conv2D`` as is; ``layers.X``/``tf.keras.layers.X`` -> ``keras.layers.X``."""
+    tail = name.split("layers.", 1)[-1] if "layers." in name else name.rsplit(".", 1)[-1]
+    return f"keras.layers.{tail}"
 
 
-def _is_shape(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(d is None or isinstance(d, int) for d in value)
-
-
-def _keras_record(call: ast.Call, source: Source) -> OperatorInstance:
-    if not call.args:
-        raise _Unsupported("layer_test without a layer class")
-    api = ast.unparse(call.args[0])
-    if api.startswith("tf.keras."):
-        api = api[3:]
-    kw = _keywords(call)
-    args = ast.literal_eval(kw["args"]) if "args" in kw else ()
-    kwargs = ast.literal_eval(kw["kwargs"]) if "kwargs" in kw else {}
-    shape = ast.literal_eval(kw["input_shape"]) if "input_shape" in kw else None
-    dtype = ast.literal_eval(kw["input_dtype"]) if "input_dtype" in kw else "float32"
-    if dtype not in DTYPES:
-        raise _Unsupported(f"input dtype {dtype!r}")
+def _keras_record(line: str, source: Source) -> OperatorInstance:
+    call = _call(line, "layer_test")
+    layer = _dotted(call.args[0]) if call.args else None
+    fields = {kw.arg: kw.value for kw in call.keywords if kw.arg}
+    if layer is None and "layer_cls" in fields:
+        layer = _dotted(fields["layer_cls"])
+    if layer is None:
+        raise ValueError("layer_test without a layer class")
+    args = _convert(fields["args"]) if "args" in fields else ()
+    kwargs = _convert(fields["kwargs"]) if "kwargs" in fields else {}
+    shape = _convert(fields["input_shape"]) if "input_shape" in fields else None
+    dtype = _convert(fields["input_dtype"]) if "input_dtype" in fields else "float32"
+    dtype = dtype if isinstance(dtype, str) and dtype in DTYPES else "float32"
     if shape is None:
-        shapes: list[Any] = []
-    elif _is_shape(shape):
-        shapes = [shape]
-    elif all(_is_shape(s) for s in shape):
-        shapes = list(shape)
+        inputs: tuple[Any, ...] = ()
+    elif shape and all(isinstance(s, (list, tuple)) for s in shape):
+        inputs = tuple(TensorSpec(dtype, _shape(s)) for s in shape)  # a multi-input layer
     else:
-        raise _Unsupported(f"input_shape {shape!r}")
+        inputs = (TensorSpec(dtype, _shape(shape)),)
     return OperatorInstance(
         library="keras",
-        api=api,
+        api=_keras_api(layer),
         kind=InstanceKind.MODULE,
-        args=tuple(args),
-        kwargs={str(k): v for k, v in kwargs.items()},
-        inputs=tuple(TensorSpec(dtype=dtype, shape=tuple(s)) for s in shapes),
+        args=tuple(args) if isinstance(args, (list, tuple)) else (args,),
+        kwargs={str(k): v for k, v in dict(kwargs).items()},
+        inputs=inputs,
         source=source,
     )
 
 
-# ---- PyTorch --------------------------------------------------------------------------------
-
-
-def _read_torch(path: Path, skipped: list[SkippedRecord]) -> Iterator[OperatorInstance]:
-    block: list[str] = []
-    start = 1
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    for lineno, line in enumerate([*lines, "# test_id: end"], 1):
+# ---- PyTorch ---------------------------------------------------------------------------------
+def _torch_blocks(text: str) -> list[tuple[int, str]]:
+    """``# test_id: N`` blocks: (line number of the header, the code under it)."""
+    blocks: list[tuple[int, str]] = []
+    start, lines = 0, []
+    for n, line in enumerate(text.splitlines(), 1):
         if line.startswith("# test_id"):
-            if any(b.strip() for b in block):
-                try:
-                    yield _torch_block("\n".join(block), _source(path, start))
-                except (SyntaxError, ValueError, _Unsupported) as exc:
-                    skipped.append(SkippedRecord(start, f"{type(exc).__name__}: {exc}"))
-            block, start = [], lineno
+            if lines and any(s.strip() for s in lines):
+                blocks.append((start, "\n".join(lines)))
+            start, lines = n, []
         else:
-            block.append(line)
+            lines.append(line)
+    if lines and any(s.strip() for s in lines):
+        blocks.append((start, "\n".join(lines)))
+    return blocks
 
 
-def _torch_dtype(node: ast.expr | None) -> str:
-    if node is None:
-        return "float32"
-    name = ast.unparse(node).removeprefix("torch.")
-    if name not in DTYPES:
-        raise _Unsupported(f"torch dtype {name}")
-    return name
+_MODEL_METHODS = {"eval", "float", "double", "half", "train", "cpu"}
 
 
-def _torch_shape(node: ast.expr) -> tuple[int | None, ...]:
-    if not isinstance(node, (ast.List, ast.Tuple)):
-        raise _Unsupported(f"tensor shape {ast.unparse(node)}")
-    dims: list[int | None] = []
-    for elt in node.elts:
-        if isinstance(elt, ast.Call) and ast.unparse(elt.func) == "tensor" and elt.args:
-            elt = elt.args[0]  # the artifact wrote some dims as tensor(N)
-        value = ast.literal_eval(elt)
-        dims.append(value if isinstance(value, int) else None)
-    return tuple(dims)
+def _strip_model_methods(node: ast.AST) -> ast.AST:
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _MODEL_METHODS
+        and not node.args
+    ):
+        node = node.func.value
+    return node
 
 
-def _torch_value(node: ast.expr, env: dict[str, Any]) -> Any:
-    """A parameter expression -> neutral value (tensor factories -> TensorSpec)."""
-    if isinstance(node, ast.Name) and node.id in env:
-        return env[node.id]
-    if isinstance(node, ast.Call):
-        func = ast.unparse(node.func)
-        kw = _keywords(node)
-        try:
-            if func == "torch.randn":
-                if not node.args or (isinstance(node.args[0], ast.Constant) and node.args[0].value is None):
-                    return None
-                return TensorSpec(dtype=_torch_dtype(kw.get("dtype")), shape=_torch_shape(node.args[0]))
-            if func == "torch.randint" and len(node.args) >= 3:
-                low, high = ast.literal_eval(node.args[0]), ast.literal_eval(node.args[1])
-                return TensorSpec(dtype=_torch_dtype(kw.get("dtype")), shape=_torch_shape(node.args[2]), low=float(low), high=float(high) - 1)
-        except _Unsupported as exc:
-            return Opaque(type=func, reason=str(exc))
-        return Opaque(type=func, reason="call in an equipped record")
-    if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_torch_value(e, env) for e in node.elts]
-        return items if isinstance(node, ast.List) else tuple(items)
-    if isinstance(node, ast.Attribute):
-        text = ast.unparse(node)
-        if text.startswith("torch.") and text.removeprefix("torch.") in DTYPES:
-            return DType(text.removeprefix("torch."))
-        return Opaque(type=text, reason="attribute in an equipped record")
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return Opaque(type=ast.unparse(node)[:40], reason="expression in an equipped record")
+def _input_index(node: ast.AST) -> int | None:
+    """``args[i]`` inside ``forward(self, *args)`` -> i."""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "args"
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, int)
+    ):
+        return node.slice.value
+    return None
 
 
-def _torch_block(text: str, source: Source) -> OperatorInstance:
-    tree = ast.parse(text)
+def _torch_record(code: str, source: Source) -> OperatorInstance:
+    tree = ast.parse(code)
     env: dict[str, Any] = {}
-    classes: dict[str, ast.Call] = {}
+    forwards: dict[str, ast.Call] = {}
     verify: ast.Call | None = None
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            env[stmt.targets[0].id] = _torch_value(stmt.value, env)
+            env[stmt.targets[0].id] = _convert(stmt.value, env)
         elif isinstance(stmt, ast.ClassDef):
-            for ret in ast.walk(stmt):
-                if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call):
-                    classes[stmt.name] = ret.value
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and ast.unparse(stmt.value.func) == "verify_model":
+            for item in ast.walk(stmt):
+                if isinstance(item, ast.Return) and isinstance(item.value, ast.Call):
+                    forwards[stmt.name] = item.value
+                    break
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) == "verify_model":
             verify = stmt.value
     if verify is None or not verify.args:
-        raise _Unsupported("no verify_model call")
-    data_node = _keywords(verify).get("input_data")
+        raise ValueError("no verify_model(...) call")
+    data_node = next((kw.value for kw in verify.keywords if kw.arg == "input_data"), None)
     if data_node is None and len(verify.args) > 1:
         data_node = verify.args[1]
-    data = _torch_value(data_node, env) if data_node is not None else []
-    inputs = list(data) if isinstance(data, (list, tuple)) else [data]
-    # Unwrap X().float().eval() / torch.nn.Conv2d(...).eval() to the innermost constructor call.
-    model = verify.args[0]
-    while isinstance(model, ast.Call) and isinstance(model.func, ast.Attribute) and model.func.attr in ("eval", "float", "half", "double", "train"):
-        model = model.func.value
+    data = _convert(data_node, env) if data_node is not None else []
+    inputs = tuple(data) if isinstance(data, (list, tuple)) else (data,)
+    model = _strip_model_methods(verify.args[0])
     if not isinstance(model, ast.Call):
-        raise _Unsupported("model is not a constructor call")
-    name = ast.unparse(model.func)
-    if name in classes:
-        body = classes[name]
-        env_call = dict(env)
-
-        def arg_value(node: ast.expr) -> Any:
-            if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "args":
-                index = ast.literal_eval(node.slice)
-                if not isinstance(index, int) or index >= len(inputs):
-                    raise _Unsupported(f"forward uses {ast.unparse(node)} with {len(inputs)} inputs")
-                return inputs[index]
-            return _torch_value(node, env_call)
-
-        if any(isinstance(a, ast.Starred) for a in body.args):
-            raise _Unsupported("starred call in forward")
-        return OperatorInstance(
-            library="torch",
-            api=ast.unparse(body.func),
-            kind=InstanceKind.FUNCTION,
-            args=tuple(arg_value(a) for a in body.args),
-            kwargs={kw.arg: arg_value(kw.value) for kw in body.keywords if kw.arg is not None},
-            source=source,
-        )
-    if not name.startswith("torch."):
-        raise _Unsupported(f"unknown model {name}")
+        raise ValueError("verify_model of something that is not a constructor call")
+    cls = _dotted(model.func) or ""
+    if cls in forwards:
+        return _torch_function(forwards[cls], env, inputs, source)
     return OperatorInstance(
         library="torch",
-        api=name,
+        api=cls,
         kind=InstanceKind.MODULE,
-        args=tuple(_torch_value(a, env) for a in model.args),
-        kwargs={kw.arg: _torch_value(kw.value, env) for kw in model.keywords if kw.arg is not None},
-        inputs=tuple(inputs),
+        args=tuple(_convert(a, env) for a in model.args),
+        kwargs={kw.arg: _convert(kw.value, env) for kw in model.keywords if kw.arg},
+        inputs=inputs,
+        source=source,
+    )
+
+
+def _torch_function(call: ast.Call, env: dict[str, Any], inputs: tuple[Any, ...], source: Source) -> OperatorInstance:
+    """``forward`` returning ``torch.f(args[0], para_1, k=para_2)`` or ``args[0].m(...)``."""
+
+    def value(node: ast.AST) -> Any:
+        index = _input_index(node)
+        if index is not None:
+            if index >= len(inputs):
+                raise IndexError(f"args[{index}] with {len(inputs)} inputs")
+            return inputs[index]
+        return _convert(node, env)
+
+    args = [value(a) for a in call.args]
+    if isinstance(call.func, ast.Attribute) and _input_index(call.func.value) is not None:
+        api = f"torch.Tensor.{call.func.attr}"
+        args.insert(0, value(call.func.value))
+    else:
+        api = _dotted(call.func) or ""
+        if not api.startswith("torch."):
+            raise ValueError(f"forward calls {ast.unparse(call.func)[:60]}")
+    return OperatorInstance(
+        library="torch",
+        api=api,
+        kind=InstanceKind.FUNCTION,
+        args=tuple(args),
+        kwargs={kw.arg: value(kw.value) for kw in call.keywords if kw.arg},
         source=source,
     )
