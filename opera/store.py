@@ -290,15 +290,25 @@ class ResultStore:
                             1,
                             result.instance_id,
                             result.api,
-                            result.reproducer,
-                            instance_size if result.reproducer else None,
+                            None,
+                            None,
                         ),
                     )
                 else:
                     self._db.execute(
                         "UPDATE bugs SET last_run=?, count=count+1 WHERE signature=?", (run_id, result.signature)
                     )
+                if result.reproducer:
+                    self._adopt_reproducer(result.signature, result.reproducer, instance_size, result.instance_id)
         return new_bug
+
+    def _adopt_reproducer(self, signature: str, path: str, instance_size: int | None, instance_id: str) -> None:
+        size = instance_size if instance_size is not None else 1 << 62
+        self._db.execute(
+            """UPDATE bugs SET reproducer=?, reproducer_size=?, example_instance=?
+               WHERE signature=? AND (reproducer IS NULL OR reproducer_size IS NULL OR reproducer_size > ?)""",
+            (path, size, instance_id, signature, size),
+        )
 
     def wants_reproducer(self, signature: str, instance_size: int) -> bool:
         """True when the bug has no reproducer yet or this instance is smaller than its example."""
@@ -317,11 +327,7 @@ class ResultStore:
                 "UPDATE results SET reproducer=? WHERE run=? AND instance_id=? AND target=?",
                 (path, run_id, instance_id, target),
             )
-            self._db.execute(
-                """UPDATE bugs SET reproducer=?, reproducer_size=?, example_instance=?
-                   WHERE signature=? AND (reproducer IS NULL OR reproducer_size IS NULL OR reproducer_size > ?)""",
-                (path, instance_size, instance_id, signature, instance_size),
-            )
+            self._adopt_reproducer(signature, path, instance_size, instance_id)
 
     def results(self, run_id: int | None = None) -> list[TestResult]:
         query = """SELECT run, instance_id, api, target, outcome, stage, signature, distance, duration, message,

@@ -33,6 +33,7 @@ TARGET_MODULES: tuple[str, ...] = (
     "opera.targets.openvino",
     "opera.targets.tensorrt",
     "opera.targets.inductor",
+    "opera.targets.testing",
 )
 
 

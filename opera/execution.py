@@ -1,0 +1,278 @@
+"""Executing one test inside a worker: build -> reference (x2) -> convert -> compile -> run -> oracle.
+
+This is the code every executor runs per task (the local pool's worker processes, a Ray actor
+later); it catches Python exceptions and turns them into verdicts. Native crashes, hangs and
+memory blow-ups cannot be caught here: the executor watching the worker records those
+(``dead_worker_result``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from opera.executors import TaskOutcome, TestTask, WorkerSettings
+from opera.model import OperatorInstance
+from opera.oracles import OracleConfig, compare_outputs, load_oracle_config
+from opera.outcomes import Outcome, Stage, TestResult
+from opera.signature import crash_signature, inconsistency_signature, native_signature
+from opera.unsupported import UnsupportedPatterns, exception_text, load_unsupported
+
+__all__ = ["WorkerState", "dead_worker_result", "execute_task", "instance_size", "invalid_result"]
+
+_MESSAGE_LIMIT = 2000
+
+
+def _first_lines(text: str, limit: int = _MESSAGE_LIMIT) -> str:
+    return text.strip()[:limit]
+
+
+def instance_size(inst: OperatorInstance) -> int:
+    """How big an instance is, to keep the smallest reproducer per bug: its JSON length."""
+    return len(inst.to_line())
+
+
+def _base(inst: OperatorInstance, target: str) -> dict[str, Any]:
+    return {"instance_id": inst.id, "api": inst.api, "target": target, "source_suite": inst.source.suite}
+
+
+def invalid_result(inst: OperatorInstance, target: str, reason: str) -> TestResult:
+    """An instance the validity gate rejected (or not migratable): recorded without running."""
+    return TestResult(**_base(inst, target), outcome=Outcome.INVALID, stage=Stage.REFERENCE, message=reason)
+
+
+def dead_worker_result(task: TestTask, cause: str, stage: Stage, duration: float, message: str) -> TestResult:
+    """The verdict for a test whose worker died (``cause`` = signal name or ``memory``) or hung
+    (``cause="timeout"``). A death while the *library* ran the reference is the library's fault:
+    the instance is ``invalid``, not a compiler bug."""
+    inst = task.instance
+    if stage is Stage.REFERENCE:
+        return TestResult(
+            **_base(inst, task.target),
+            outcome=Outcome.INVALID,
+            stage=stage,
+            duration=duration,
+            message=f"the library itself failed natively ({cause}) on the reference run: {message}",
+        )
+    outcome = Outcome.TIMEOUT if cause == "timeout" else Outcome.NATIVE_CRASH
+    return TestResult(
+        **_base(inst, task.target),
+        outcome=outcome,
+        stage=stage,
+        signature=native_signature(task.target, inst.api, cause),
+        duration=duration,
+        message=message,
+    )
+
+
+@dataclass
+class WorkerState:
+    """What a worker keeps between tests: targets, configs (loaded once per process)."""
+
+    settings: WorkerSettings
+    oracle: OracleConfig | None = None
+    unsupported: UnsupportedPatterns | None = None
+    targets: dict[str, Any] = field(default_factory=dict)
+
+    def target(self, name: str) -> Any:
+        if name not in self.targets:
+            from opera.targets import get_target
+
+            self.targets[name] = get_target(name)
+        return self.targets[name]
+
+    def load_configs(self) -> None:
+        if self.oracle is None:
+            self.oracle = load_oracle_config(self.settings.oracle_config)
+        if self.unsupported is None:
+            self.unsupported = load_unsupported(self.settings.unsupported_config)
+
+    def warm_up(self, target_name: str, library: str) -> None:
+        """Import the template and the compiler before the test's clock starts."""
+        from opera.templates import get_template
+
+        self.load_configs()
+        get_template(library)
+        target = self.target(target_name)
+        reason = target.availability()
+        if reason is not None:
+            raise RuntimeError(f"target {target_name} is not available in this worker: {reason}")
+
+
+def _copies(arrays: list[Any]) -> list[Any]:
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
+
+
+def _input_dtypes(arrays: list[Any]) -> list[str]:
+    return [a.dtype.name for a in arrays if isinstance(a, np.ndarray)]
+
+
+def _tolerance(inst: OperatorInstance) -> tuple[float | None, float | None] | None:
+    return (inst.tolerance.atol, inst.tolerance.rtol) if inst.tolerance is not None else None
+
+
+def execute_task(task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]) -> TaskOutcome:
+    if task.kind == "reproduce":
+        return TaskOutcome(task, reproducer=_reproduce_only(task, state))
+    result, context = _execute_test(task, state, report_stage)
+    reproducer = None
+    if result.is_failure and state.settings.reproducer_dir and context is not None:
+        reproducer = _write_reproducer(task, state, result, context)
+    return TaskOutcome(task, result=result, reproducer=reproducer)
+
+
+@dataclass
+class _Context:
+    built: Any
+    reference: list[np.ndarray]
+
+
+def _execute_test(
+    task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]
+) -> tuple[TestResult, _Context | None]:
+    from opera.targets import ArtifactError
+    from opera.templates import get_template
+
+    state.load_configs()
+    assert state.oracle is not None and state.unsupported is not None
+    inst = task.instance
+    target = state.target(task.target)
+    base = _base(inst, task.target)
+    started = time.perf_counter()
+
+    def finish(outcome: Outcome, stage: Stage, **kw: Any) -> TestResult:
+        return TestResult(**base, outcome=outcome, stage=stage, duration=time.perf_counter() - started, **kw)
+
+    # -- the library: build and run the reference twice (nondeterminism check) ------------------
+    report_stage(Stage.REFERENCE)
+    try:
+        template = get_template(inst.library)
+        built = template.build(inst, state.settings.seed)
+        pristine = _copies(built.inputs)
+        built.inputs = _copies(pristine)
+        reference = template.reference(built)
+        built.inputs = _copies(pristine)
+        second = template.reference(built)
+        built.inputs = _copies(pristine)  # in-place ops must not leak into the compiler's inputs
+    except Exception as exc:
+        return finish(Outcome.INVALID, Stage.REFERENCE, message=_first_lines(f"{type(exc).__name__}: {exc}")), None
+    again = compare_outputs(reference, second, state.oracle, target=None, input_dtypes=_input_dtypes(pristine))
+    if not again.consistent:
+        return (
+            finish(
+                Outcome.NONDETERMINISTIC,
+                Stage.REFERENCE,
+                distance=again.distance,
+                message=f"two reference runs disagree: {again.reason}",
+            ),
+            None,
+        )
+    context = _Context(built, reference)
+
+    # -- the compiler: convert, compile, run --------------------------------------------------
+    stage = Stage.CONVERT
+    try:
+        report_stage(stage)
+        converted = target.convert(built)
+        stage = Stage.COMPILE
+        report_stage(stage)
+        compiled = target.compile(converted)
+        stage = Stage.RUN
+        report_stage(stage)
+        outputs = target.run(compiled, _copies(pristine))
+    except ArtifactError as exc:
+        return finish(Outcome.INVALID, stage, message=_first_lines(f"artifact: {exc}")), None
+    except Exception as exc:
+        text = exception_text(exc)
+        matched = state.unsupported.match(exc, task.target, getattr(target, "compiler", ""))
+        if matched is not None:
+            return finish(Outcome.UNSUPPORTED, stage, message=_first_lines(text)), None
+        compiler_packages = tuple({p.strip("/").split("/")[0] for p in target.frontend_paths} | {target.compiler})
+        signature = crash_signature(exc, task.target, target.frontend_paths, compiler_packages)
+        tb = "".join(traceback.format_exception(exc, limit=-8))
+        return finish(Outcome.CRASH, stage, signature=signature, message=_first_lines(tb, 4000)), context
+
+    # -- the oracle ---------------------------------------------------------------------------
+    report_stage(Stage.COMPARE)
+    try:
+        verdict = compare_outputs(
+            reference,
+            outputs,
+            state.oracle,
+            target=task.target,
+            input_dtypes=_input_dtypes(pristine),
+            tolerance=_tolerance(inst),
+        )
+    except Exception as exc:  # outputs of a kind numpy cannot compare: the target's fault
+        return finish(Outcome.INCONSISTENT, Stage.COMPARE, signature=inconsistency_signature(task.target, inst.api),
+                      distance=float("inf"), message=f"outputs not comparable: {exc}"), context
+    if verdict.consistent:
+        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance), None
+    converter = None
+    namer = getattr(target, "converter_name", None)
+    if namer is not None:
+        try:
+            converter = namer(built)
+        except Exception:
+            converter = None
+    return (
+        finish(
+            Outcome.INCONSISTENT,
+            Stage.COMPARE,
+            signature=inconsistency_signature(task.target, inst.api, converter),
+            distance=verdict.distance,
+            message=verdict.reason[:_MESSAGE_LIMIT],
+        ),
+        context,
+    )
+
+
+def _temp_reproducer_path(directory: str, task: TestTask) -> Path:
+    path = Path(directory) / "tmp" / f"{task.instance.id}-{task.target}-{os.getpid()}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _write_reproducer(task: TestTask, state: WorkerState, result: TestResult, context: _Context) -> str | None:
+    """Write the script to a temporary name; the runner keeps it only if it is the smallest."""
+    from opera.reproducers import write_reproducer
+
+    assert state.settings.reproducer_dir is not None
+    try:
+        path = write_reproducer(
+            task.instance,
+            state.target(task.target),
+            result,
+            _temp_reproducer_path(state.settings.reproducer_dir, task).parent,
+            built=context.built,
+            reference=context.reference,
+            file_name=_temp_reproducer_path(state.settings.reproducer_dir, task).name,
+        )
+    except Exception as exc:  # a reproducer is a convenience: never fail the test over it
+        print(f"opera: could not write a reproducer for {task.instance.id} on {task.target}: {exc}", flush=True)
+        return None
+    return str(path) if path is not None else None
+
+
+def _reproduce_only(task: TestTask, state: WorkerState) -> str | None:
+    """After a worker died on a test: rebuild the instance and write the script (no compiler call)."""
+    from opera.templates import get_template
+
+    if task.failed is None or not state.settings.reproducer_dir:
+        return None
+    try:
+        template = get_template(task.instance.library)
+        built = template.build(task.instance, state.settings.seed)
+        pristine = _copies(built.inputs)
+        reference = template.reference(built)
+        built.inputs = pristine
+    except Exception:
+        return None
+    return _write_reproducer(task, state, task.failed, _Context(built, reference))

@@ -1,0 +1,73 @@
+"""Executors: where tests run (DESIGN.md section 8).
+
+The runner only talks to the ``Executor`` protocol: it ``submit``s ``TestTask``s and ``poll``s
+for ``TaskOutcome``s; how tests are isolated (persistent local worker processes, a Ray cluster
+later) is the executor's business. An executor must turn a hung test into a ``timeout`` result and
+a dead worker into a ``native-crash`` result (see ``opera.runner.dead_worker_result``), and keep
+going with the other tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from opera.model import OperatorInstance
+from opera.outcomes import TestResult
+
+__all__ = ["Executor", "TaskOutcome", "TestTask", "WorkerSettings"]
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What every test needs to know besides its instance and target (picklable)."""
+
+    seed: int = 0
+    timeout_s: float = 60.0
+    # Time allowed for a worker's first contact with a target (framework + compiler imports),
+    # before the per-test timeout starts counting.
+    warmup_timeout_s: float = 300.0
+    max_rss_bytes: int | None = None
+    oracle_config: str | None = None
+    unsupported_config: str | None = None
+    reproducer_dir: str | None = None  # None: no reproducers
+    log_dir: str | None = None  # worker stdout/stderr go to files here (None: inherit)
+
+
+@dataclass(frozen=True)
+class TestTask:
+    """One test (``kind="test"``) or, after a worker died on it, a reproducer request
+    (``kind="reproduce"``: rebuild the instance and write the script, no compiler call)."""
+
+    __test__ = False
+
+    seq: int
+    instance: OperatorInstance
+    target: str
+    kind: str = "test"
+    failed: TestResult | None = None  # for kind="reproduce": the result the script must show
+
+
+@dataclass
+class TaskOutcome:
+    task: TestTask
+    result: TestResult | None = None  # kind="test"
+    reproducer: str | None = None  # a reproducer file the worker wrote (temporary name)
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    def submit(self, task: TestTask) -> None:
+        """Queue a task; it runs when a worker is free (tasks of one target go to the same worker)."""
+
+    def free_slots(self) -> int:
+        """How many more tasks the executor wants queued now (the runner keeps it fed)."""
+
+    def poll(self, timeout_s: float) -> list[TaskOutcome]:
+        """Wait up to ``timeout_s`` and return the tasks that finished meanwhile."""
+
+    def in_flight(self) -> int:
+        """Tasks submitted and not yet returned by ``poll``."""
+
+    def close(self) -> None:
+        """Stop every worker (killing the ones still busy)."""

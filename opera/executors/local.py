@@ -1,0 +1,349 @@
+"""The local executor: a pool of persistent worker processes on this machine (DESIGN.md s. 8).
+
+Each worker is a ``spawn``ed process that imports the frameworks once and runs many tests, one at
+a time, reporting the stage it is in. The parent watches every worker:
+
+- a worker that dies (segfault, abort, SIGKILL by the kernel's OOM killer) -> its test is
+  ``native-crash`` with the signal name, and a fresh worker replaces it;
+- a test that runs past ``timeout_s`` -> the worker (and its process group) is SIGKILLed and
+  replaced, the test is ``timeout``. The clock starts when the worker begins the test, after its
+  first-contact imports of the target (bounded separately by ``warmup_timeout_s``);
+- a worker whose resident memory exceeds ``max_rss_bytes`` (read from ``/proc``) is SIGKILLed,
+  the test is ``native-crash`` with cause ``memory``. RSS is watched rather than RLIMIT_AS set
+  because torch/TensorFlow/TVM reserve gigabytes of address space they never touch.
+
+Workers die with the parent (``PR_SET_PDEATHSIG``), so a SIGKILLed ``opera run`` leaves no
+orphans. Tests of one target are routed to the same worker while there are any, which keeps a
+compiler's imports and caches warm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from opera.errors import OperaError
+from opera.executors import TaskOutcome, TestTask, WorkerSettings
+from opera.outcomes import Stage
+
+__all__ = ["LocalExecutor", "default_max_rss_bytes"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_WATCH_INTERVAL_S = 0.05
+
+
+def default_max_rss_bytes(workers: int) -> int:
+    """80% of the memory available now, shared by the workers; at least 1 GiB each."""
+    available = None
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    if available is None:
+        return 4 << 30
+    return max(1 << 30, int(available * 0.8 / max(1, workers)))
+
+
+def _rss_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when the parent dies (prctl PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+
+
+def _worker_main(conn: Connection, settings: WorkerSettings, log_path: str | None) -> None:
+    _die_with_parent()
+    os.setpgrp()  # its own process group: the parent kills helper subprocesses with it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if log_path:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    from opera.execution import WorkerState, execute_task
+
+    state = WorkerState(settings)
+    warmed: set[str] = set()
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        if task.target not in warmed:
+            conn.send(("warming", None))
+            try:
+                state.warm_up(task.target, task.instance.library)
+            except Exception as exc:
+                print(f"opera worker: warm-up of {task.target} failed: {exc}", flush=True)
+            warmed.add(task.target)
+        conn.send(("begin", None))
+        outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
+        conn.send(("done", outcome))
+
+
+@dataclass
+class _Slot:
+    index: int
+    process: Any = None  # multiprocessing Process
+    conn: Connection | None = None
+    task: TestTask | None = None
+    stage: Stage = Stage.REFERENCE
+    started: float = 0.0
+    deadline: float = 0.0
+    affinity: str | None = None
+    fresh: bool = True  # has not begun a task yet (its imports are still to come)
+    heard: bool = False  # has sent at least one message since it started
+    tasks_done: int = 0
+    rss_peak: int = 0
+    log_path: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LocalExecutor:
+    """``workers`` persistent processes; see the module docstring."""
+
+    def __init__(self, workers: int, settings: WorkerSettings) -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.settings = settings
+        self._ctx = mp.get_context("spawn")
+        self._slots = [_Slot(i) for i in range(workers)]
+        self._pending: dict[str, deque[TestTask]] = {}
+        self._queued = 0
+        self._finished: list[TaskOutcome] = []
+        self._last_watch = 0.0
+        self.replaced = 0  # workers replaced after a death, hang or memory kill
+        self._startup_failures = 0
+        if settings.log_dir:
+            Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
+
+    # ---- Executor protocol ------------------------------------------------------------------
+    def submit(self, task: TestTask) -> None:
+        queue = self._pending.setdefault(task.target, deque())
+        if task.kind == "reproduce":
+            queue.appendleft(task)
+        else:
+            queue.append(task)
+        self._queued += 1
+
+    def free_slots(self) -> int:
+        # Keep a few tasks per worker queued so that each worker can find tests of its target.
+        return max(0, 4 * len(self._slots) - self._queued)
+
+    def in_flight(self) -> int:
+        return self._queued + sum(1 for s in self._slots if s.task is not None)
+
+    def poll(self, timeout_s: float) -> list[TaskOutcome]:
+        end = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            self._dispatch()
+            busy = [s for s in self._slots if s.task is not None and s.process is not None]
+            waitables: list[Any] = []
+            for slot in busy:
+                waitables.extend([slot.conn, slot.process.sentinel])
+            remaining = end - time.monotonic()
+            step = max(0.0, min(remaining, _WATCH_INTERVAL_S))
+            if waitables:
+                ready = set(wait(waitables, timeout=step))
+            else:
+                time.sleep(step)
+                ready = set()
+            for slot in busy:
+                if slot.conn in ready or slot.process.sentinel in ready:
+                    self._drain(slot)
+            self._watch()
+            if self._finished or time.monotonic() >= end:
+                out, self._finished = self._finished, []
+                return out
+
+    def close(self) -> None:
+        for slot in self._slots:
+            if slot.process is None:
+                continue
+            if slot.task is None and slot.process.is_alive():
+                with contextlib.suppress(Exception):
+                    slot.conn.send(None)  # type: ignore[union-attr]
+                slot.process.join(timeout=2)
+            self._kill(slot)
+        self._pending.clear()
+        self._queued = 0
+
+    # ---- internals --------------------------------------------------------------------------
+    def _start(self, slot: _Slot) -> None:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        log_path = None
+        if self.settings.log_dir:
+            log_path = str(Path(self.settings.log_dir) / f"worker-{slot.index}.log")
+        process = self._ctx.Process(
+            target=_worker_main, args=(child_conn, self.settings, log_path), name=f"opera-worker-{slot.index}", daemon=True
+        )
+        process.start()
+        child_conn.close()
+        slot.process, slot.conn, slot.fresh, slot.log_path = process, parent_conn, True, log_path
+        slot.heard = False
+        slot.affinity = None
+
+    def _kill(self, slot: _Slot) -> None:
+        process = slot.process
+        if process is None:
+            return
+        if process.is_alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+        process.join(timeout=5)
+        with contextlib.suppress(Exception):
+            slot.conn.close()  # type: ignore[union-attr]
+        slot.process = None
+        slot.conn = None
+
+    def _take_task(self, slot: _Slot) -> TestTask | None:
+        if slot.affinity and self._pending.get(slot.affinity):
+            return self._pending[slot.affinity].popleft()
+        taken = {s.affinity for s in self._slots if s is not slot and s.affinity}
+        candidates = [(q[0].seq if q[0].kind == "test" else -1, t) for t, q in self._pending.items() if q]
+        if not candidates:
+            return None
+        free = [c for c in candidates if c[1] not in taken]
+        _, target = min(free or candidates)
+        return self._pending[target].popleft()
+
+    def _dispatch(self) -> None:
+        for slot in self._slots:
+            if slot.task is not None or self._queued == 0:
+                continue
+            task = self._take_task(slot)
+            if task is None:
+                continue
+            self._queued -= 1
+            if slot.process is None or not slot.process.is_alive():
+                if slot.process is not None:
+                    self._kill(slot)
+                self._start(slot)
+            slot.task, slot.affinity, slot.stage = task, task.target, Stage.REFERENCE
+            now = time.monotonic()
+            slot.started = now
+            slot.deadline = now + (self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s)
+            try:
+                slot.conn.send(task)  # type: ignore[union-attr]
+            except (BrokenPipeError, OSError):
+                pass  # found dead by _watch on the next turn
+
+    def _drain(self, slot: _Slot) -> None:
+        """Read every message a worker sent; handle its death after the last one."""
+        conn = slot.conn
+        while conn is not None and slot.task is not None:
+            try:
+                if not conn.poll():
+                    break
+                kind, payload = conn.recv()
+            except (EOFError, OSError):
+                break
+            now = time.monotonic()
+            slot.heard = True
+            self._startup_failures = 0
+            if kind == "warming":
+                slot.deadline = now + self.settings.warmup_timeout_s
+            elif kind == "begin":
+                slot.fresh = False
+                slot.started = now
+                slot.deadline = now + self.settings.timeout_s
+            elif kind == "stage":
+                slot.stage = Stage(payload)
+            elif kind == "done":
+                slot.tasks_done += 1
+                self._finished.append(payload)
+                slot.task = None
+
+    def _watch(self) -> None:
+        now = time.monotonic()
+        check_memory = self.settings.max_rss_bytes is not None and now - self._last_watch >= _WATCH_INTERVAL_S
+        if check_memory:
+            self._last_watch = now
+        for slot in self._slots:
+            if slot.process is None:
+                continue
+            if not slot.process.is_alive():
+                self._drain(slot)  # a result sent just before dying still counts
+                if slot.task is not None and not slot.heard:
+                    self._startup_failed(slot)
+                elif slot.task is not None:
+                    code = slot.process.exitcode
+                    cause = signal.Signals(-code).name if code is not None and code < 0 else f"exit-{code}"
+                    self._fail(slot, cause, f"worker died ({cause}) during {slot.stage.value}")
+                else:
+                    self._kill(slot)
+                continue
+            if slot.task is None:
+                continue
+            if now > slot.deadline:
+                limit = self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s
+                self._fail(slot, "timeout", f"no verdict after {limit:g} s (during {slot.stage.value}); worker killed")
+                continue
+            if check_memory:
+                rss = _rss_bytes(slot.process.pid)
+                if rss is not None:
+                    slot.rss_peak = max(slot.rss_peak, rss)
+                    if rss > self.settings.max_rss_bytes:  # type: ignore[operator]
+                        self._fail(
+                            slot,
+                            "memory",
+                            f"worker memory {rss / 2**20:.0f} MiB over the limit "
+                            f"{self.settings.max_rss_bytes / 2**20:.0f} MiB during {slot.stage.value}; worker killed",  # type: ignore[operator]
+                        )
+
+    def _startup_failed(self, slot: _Slot) -> None:
+        """A worker that dies before saying a word is broken, not its test: requeue the test
+        and give up after a few such deaths in a row."""
+        task = slot.task
+        assert task is not None
+        code = slot.process.exitcode if slot.process is not None else None
+        self._kill(slot)
+        slot.task = None
+        self._startup_failures += 1
+        self._pending.setdefault(task.target, deque()).appendleft(task)
+        self._queued += 1
+        if self._startup_failures >= 3:
+            where = f"; see {slot.log_path}" if slot.log_path else ""
+            raise OperaError(f"worker processes exit at start-up (exit code {code}){where}")
+
+    def _fail(self, slot: _Slot, cause: str, message: str) -> None:
+        from opera.execution import dead_worker_result
+
+        task = slot.task
+        assert task is not None
+        duration = time.monotonic() - slot.started
+        self._kill(slot)
+        self.replaced += 1
+        slot.task = None
+        if task.kind == "test":
+            self._finished.append(TaskOutcome(task, result=dead_worker_result(task, cause, slot.stage, duration, message)))
+        else:  # a reproducer request that itself failed: nothing to record
+            self._finished.append(TaskOutcome(task, reproducer=None, extra={"failed": cause}))

@@ -1,0 +1,462 @@
+"""The runner (``opera run``): plan the tests, feed an executor, store every verdict (DESIGN.md s. 8).
+
+A run is planned once: every corpus instance (in ``--order``, then the rest in corpus order, cut
+at ``--limit``) times every requested target whose ``library`` matches it. The plan is written to
+the store with the run, and each finished test is committed on its own, so ``--resume RUN`` after
+a crash or a SIGKILL runs exactly the planned tests that have no result: nothing is lost and no
+test gets two results (a test that was in flight when the run died has no result and runs again).
+
+Instances the validity gate rejected (``valid is False``) or that are not migratable are recorded
+as ``invalid`` by the runner itself, without a worker.
+
+Order files: one instance id per line, ``#`` starts a comment. An id not in the corpus is an
+error. Corpus instances the order does not name run *after* the ordered ones, in corpus order: an
+order is a priority, not a filter (``--limit`` is the filter); the count is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from opera import __version__
+from opera.corpus import CorpusReader
+from opera.errors import OperaError
+from opera.execution import instance_size, invalid_result
+from opera.executors import Executor, TaskOutcome, TestTask, WorkerSettings
+from opera.model import OperatorInstance
+from opera.outcomes import Outcome, TestResult
+from opera.progress import progress_bar
+from opera.signature import signature_digest
+from opera.store import RUN_BUDGET, RUN_COMPLETE, RUN_INTERRUPTED, RUN_RUNNING, ResultStore
+
+__all__ = [
+    "RunConfig",
+    "RunSummary",
+    "load_instances",
+    "parse_duration",
+    "plan_tests",
+    "read_order",
+    "resume_run",
+    "start_run",
+]
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``30m``, ``2h``, ``1h30m``, ``1h30m15s`` or plain seconds ``45`` -> seconds."""
+    value = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch(value)
+        if not value or match is None or not any(match.groups()):
+            raise OperaError(f"bad duration {text!r}: use e.g. 90s, 30m, 2h or 1h30m")
+        hours, minutes, secs = match.groups()
+        seconds = int(hours or 0) * 3600 + int(minutes or 0) * 60 + float(secs or 0)
+    if seconds <= 0:
+        raise OperaError(f"bad duration {text!r}: must be positive")
+    return seconds
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run; stored as JSON with the run (``--resume`` reads it back)."""
+
+    corpus: list[str]
+    targets: list[str]
+    store: str = "opera.db"
+    seed: int = 0
+    timeout_s: float = 60.0
+    workers: int = 0  # 0: one per core
+    limit: int | None = None
+    order: str | None = None
+    budget_s: float | None = None
+    max_rss_bytes: int | None = None  # None: default_max_rss_bytes(workers)
+    oracle_config: str | None = None
+    unsupported_config: str | None = None
+    reproducers: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> RunConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in obj.items() if k in known})
+
+    def effective_workers(self) -> int:
+        return self.workers if self.workers and self.workers > 0 else max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class RunSummary:
+    run_id: int
+    status: str
+    counts: dict[str, dict[str, int]]  # target -> outcome -> count (whole run)
+    new_signatures: list[str]  # first seen in this run
+    planned: int
+    ran_now: int  # results added by this invocation
+    elapsed_s: float
+    notes: list[str] = field(default_factory=list)
+
+    def render(self, store_path: str) -> str:
+        lines = [f"run {self.run_id}: {self.status}, {self.ran_now} tests in {self.elapsed_s:.1f} s ({self.planned} planned)"]
+        outcomes = [o.value for o in Outcome]
+        width = max([len(t) for t in self.counts] + [6])
+        lines.append(" ".join([f"{'target':<{width}}"] + [f"{o:>{max(len(o), 5)}}" for o in outcomes]))
+        for target in sorted(self.counts):
+            row = self.counts[target]
+            lines.append(" ".join([f"{target:<{width}}"] + [f"{row.get(o, 0):>{max(len(o), 5)}}" for o in outcomes]))
+        if self.new_signatures:
+            lines.append(f"new bug signatures ({len(self.new_signatures)}):")
+            lines.extend(f"  {s}" for s in self.new_signatures)
+        else:
+            lines.append("no new bug signatures")
+        lines.extend(self.notes)
+        if self.status != RUN_COMPLETE:
+            lines.append(f"resume with: opera run --store {store_path} --resume {self.run_id}")
+        return "\n".join(lines)
+
+
+# ---- planning -------------------------------------------------------------------------------
+
+
+def read_order(path: str | Path) -> list[str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise OperaError(f"order file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OperaError(f"order file {path}: {exc}") from None
+    ids: list[str] = []
+    for line in text.splitlines():
+        token = line.split("#", 1)[0].strip()
+        if token:
+            ids.append(token.split()[0])
+    return ids
+
+
+def load_instances(corpus: Iterable[str]) -> dict[str, OperatorInstance]:
+    """id -> instance, in corpus order (the first of duplicate ids wins)."""
+    instances: dict[str, OperatorInstance] = {}
+    for inst in CorpusReader(list(corpus)):
+        instances.setdefault(inst.id, inst)
+    return instances
+
+
+def plan_tests(
+    instances: dict[str, OperatorInstance],
+    target_libraries: dict[str, str],
+    *,
+    order: list[str] | None = None,
+    limit: int | None = None,
+    notes: list[str] | None = None,
+) -> list[tuple[str, str]]:
+    """(instance id, target) pairs, instance-major, in priority order."""
+    notes = notes if notes is not None else []
+    ids = list(instances)
+    if order is not None:
+        unknown = [i for i in order if i not in instances]
+        if unknown:
+            raise OperaError(
+                f"order file names {len(unknown)} id(s) not in the corpus, e.g. {', '.join(unknown[:3])}"
+            )
+        ordered = list(dict.fromkeys(order))
+        named = set(ordered)
+        rest = [i for i in ids if i not in named]
+        if rest:
+            notes.append(f"note: {len(rest)} corpus instance(s) not in the order file run after the ordered ones")
+        ids = ordered + rest
+    libraries = set(target_libraries.values())
+    matching = [i for i in ids if instances[i].library in libraries]
+    skipped = len(ids) - len(matching)
+    if skipped:
+        notes.append(f"note: {skipped} instance(s) of libraries no requested target consumes were skipped")
+    if limit is not None:
+        matching = matching[:limit]
+    planned = [(iid, t) for iid in matching for t, lib in target_libraries.items() if lib == instances[iid].library]
+    if not planned:
+        raise OperaError(
+            f"nothing to run: no corpus instance of the libraries {', '.join(sorted(libraries))} "
+            f"consumed by the target(s) {', '.join(target_libraries)}"
+        )
+    return planned
+
+
+def _runnable_reason(inst: OperatorInstance) -> str | None:
+    if inst.valid is False:
+        return f"rejected by the validity gate: {inst.invalid_reason or 'no reason recorded'}"
+    reason = inst.opaque_reason
+    if reason is not None:
+        return f"not migratable: {reason}"
+    return None
+
+
+# ---- running --------------------------------------------------------------------------------
+
+
+def _resolve_targets(names: list[str]) -> dict[str, Any]:
+    from opera.targets import get_target
+
+    if not names:
+        raise OperaError("no target given: use --target NAME (see `opera targets`)")
+    targets = {}
+    for name in dict.fromkeys(names):
+        target = get_target(name)
+        reason = target.availability()
+        if reason is not None:
+            raise OperaError(f"target {name} is not available here: {reason}")
+        targets[name] = target
+    return targets
+
+
+def _store_dir(store_path: str) -> Path:
+    return Path(f"{store_path}.d")
+
+
+def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
+    from opera.executors.local import default_max_rss_bytes
+
+    base = _store_dir(config.store)
+    workers = config.effective_workers()
+    return WorkerSettings(
+        seed=config.seed,
+        timeout_s=config.timeout_s,
+        warmup_timeout_s=max(300.0, config.timeout_s),
+        max_rss_bytes=config.max_rss_bytes or default_max_rss_bytes(workers),
+        oracle_config=config.oracle_config,
+        unsupported_config=config.unsupported_config,
+        reproducer_dir=str(base / "repro") if config.reproducers else None,
+        log_dir=str(base / "logs" / f"run-{run_id}"),
+    )
+
+
+def _check_configs(config: RunConfig) -> None:
+    """Load both configs once in the parent so a bad file is one clear error, not N worker crashes."""
+    from opera.oracles import load_oracle_config
+    from opera.unsupported import load_unsupported
+
+    load_oracle_config(config.oracle_config)
+    load_unsupported(config.unsupported_config)
+
+
+def start_run(
+    config: RunConfig,
+    *,
+    show_progress: bool = True,
+    executor_factory: Callable[[int, WorkerSettings], Executor] | None = None,
+    out: TextIO | None = None,
+) -> RunSummary:
+    """Plan, record and execute a new run."""
+    _check_configs(config)
+    if config.budget_s is not None and config.budget_s <= 0:
+        raise OperaError("budget must be positive")
+    targets = _resolve_targets(config.targets)
+    notes: list[str] = []
+    order = read_order(config.order) if config.order else None
+    instances = load_instances(config.corpus)
+    planned = plan_tests(
+        instances, {n: t.library for n, t in targets.items()}, order=order, limit=config.limit, notes=notes
+    )
+    config.corpus = [str(Path(p).resolve()) for p in config.corpus]
+    versions = {name: _safe_versions(t) for name, t in targets.items()}
+    with ResultStore(config.store) as store:
+        run_id = store.create_run(
+            config.to_json(), tool_version=__version__, versions=versions, corpus=config.corpus, planned=planned
+        )
+        for note in notes:
+            print(note, file=out or sys.stderr)
+        return _execute(store, run_id, config, instances, show_progress, executor_factory, notes)
+
+
+def resume_run(
+    store_path: str,
+    run_id: int,
+    *,
+    workers: int | None = None,
+    timeout_s: float | None = None,
+    budget_s: float | None = None,
+    show_progress: bool = True,
+    executor_factory: Callable[[int, WorkerSettings], Executor] | None = None,
+) -> RunSummary:
+    """Finish a run: the planned tests with no result yet. Corpus, targets, order, limit and seed
+    come from the stored run; worker count, timeout and budget may be changed."""
+    if not Path(store_path).exists():
+        raise OperaError(f"store not found: {store_path}")
+    with ResultStore(store_path) as store:
+        record = store.get_run(run_id)
+        config = RunConfig.from_json(record.config)
+        config.store = store_path
+        if workers is not None:
+            config.workers = workers
+        if timeout_s is not None:
+            config.timeout_s = timeout_s
+        config.budget_s = budget_s if budget_s is not None else config.budget_s
+        _check_configs(config)
+        _resolve_targets(config.targets)
+        instances = load_instances(config.corpus)
+        missing = [p.instance_id for p in store.pending(run_id) if p.instance_id not in instances]
+        if missing:
+            raise OperaError(
+                f"run {run_id}: {len(missing)} planned instance(s) are no longer in its corpus files, e.g. {missing[0]}"
+            )
+        store.set_run_status(run_id, RUN_RUNNING, ended=False)
+        return _execute(store, run_id, config, instances, show_progress, executor_factory, [])
+
+
+def _safe_versions(target: Any) -> dict[str, str]:
+    try:
+        return dict(target.versions())
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+class _Progress:
+    def __init__(self, total: int, done: int, run_id: int, show: bool) -> None:
+        self.bar = progress_bar(total=total, desc=f"run {run_id}", unit="test", disable=not show, initial=done)
+        self.counts: Counter[str] = Counter()
+
+    def update(self, result: TestResult) -> None:
+        self.counts[result.outcome.value] += 1
+        self.bar.set_postfix_str(" ".join(f"{k}={v}" for k, v in sorted(self.counts.items())), refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _execute(
+    store: ResultStore,
+    run_id: int,
+    config: RunConfig,
+    instances: dict[str, OperatorInstance],
+    show_progress: bool,
+    executor_factory: Callable[[int, WorkerSettings], Executor] | None,
+    notes: list[str],
+) -> RunSummary:
+    started = time.monotonic()
+    planned_count = len(store.planned(run_id))
+    pending = deque(store.pending(run_id))
+    settings = _settings(config, run_id)
+    repro_dir = Path(settings.reproducer_dir) if settings.reproducer_dir else None
+    progress = _Progress(planned_count, planned_count - len(pending), run_id, show_progress)
+    ran_now = 0
+    status = RUN_COMPLETE
+    executor: Executor | None = None
+
+    def record(result: TestResult, inst: OperatorInstance, temp_reproducer: str | None) -> None:
+        nonlocal ran_now
+        size = instance_size(inst)
+        if temp_reproducer is not None:
+            result.reproducer = _adopt(store, repro_dir, result.signature, size, temp_reproducer)
+        store.add_result(run_id, result, instance_size=size)
+        ran_now += 1
+        progress.update(result)
+        if (
+            executor is not None
+            and result.is_failure
+            and result.reproducer is None
+            and temp_reproducer is None
+            and repro_dir is not None
+            and result.signature
+            and store.wants_reproducer(result.signature, size)
+        ):
+            # the worker died or hung: ask a fresh one to write the script (no compiler call)
+            executor.submit(TestTask(-1, inst, result.target, kind="reproduce", failed=result))
+
+    try:
+        if pending:
+            factory = executor_factory or _local_executor
+            executor = factory(config.effective_workers(), settings)
+        while pending or (executor is not None and executor.in_flight()):
+            over_budget = config.budget_s is not None and time.monotonic() - started >= config.budget_s
+            if over_budget and pending:
+                status = RUN_BUDGET
+                pending.clear()
+            while pending and executor is not None and executor.free_slots() > 0:
+                test = pending.popleft()
+                inst = instances[test.instance_id]
+                reason = _runnable_reason(inst)
+                if reason is not None:
+                    record(invalid_result(inst, test.target, reason), inst, None)
+                    continue
+                executor.submit(TestTask(test.seq, inst, test.target))
+            if executor is None:
+                break
+            for outcome in executor.poll(0.25):
+                _handle(outcome, store, run_id, repro_dir, record)
+    except KeyboardInterrupt:
+        status = RUN_INTERRUPTED
+    finally:
+        if executor is not None:
+            executor.close()
+        progress.close()
+        store.set_run_status(run_id, status)
+    new_signatures = [b.signature for b in store.bugs(run_id) if b.first_run == run_id]
+    return RunSummary(
+        run_id=run_id,
+        status=status,
+        counts=store.outcome_counts(run_id),
+        new_signatures=new_signatures,
+        planned=planned_count,
+        ran_now=ran_now,
+        elapsed_s=time.monotonic() - started,
+        notes=notes,
+    )
+
+
+def _local_executor(workers: int, settings: WorkerSettings) -> Executor:
+    from opera.executors.local import LocalExecutor
+
+    return LocalExecutor(workers, settings)
+
+
+def _handle(
+    outcome: TaskOutcome,
+    store: ResultStore,
+    run_id: int,
+    repro_dir: Path | None,
+    record: Callable[[TestResult, OperatorInstance, str | None], None],
+) -> None:
+    task = outcome.task
+    if task.kind == "test":
+        assert outcome.result is not None
+        record(outcome.result, task.instance, outcome.reproducer)
+        return
+    # a reproducer written after a worker died on the test
+    failed = task.failed
+    if outcome.reproducer is None or failed is None or failed.signature is None:
+        return
+    size = instance_size(task.instance)
+    path = _adopt(store, repro_dir, failed.signature, size, outcome.reproducer)
+    if path is not None:
+        store.set_reproducer(run_id, task.instance.id, task.target, failed.signature, path, size)
+
+
+def _adopt(store: ResultStore, repro_dir: Path | None, signature: str | None, size: int, temp_path: str) -> str | None:
+    """Keep a worker's temporary reproducer as ``repro/<signature-hash>.py`` when it is the
+    signature's smallest instance so far; delete it otherwise."""
+    if repro_dir is None or signature is None or not store.wants_reproducer(signature, size):
+        with contextlib.suppress(OSError):
+            os.unlink(temp_path)
+        return None
+    final = repro_dir / f"{signature_digest(signature)}.py"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(temp_path, final)
+    return str(final)
+
+
+def summary_json(summary: RunSummary) -> str:
+    return json.dumps(asdict(summary), indent=2, sort_keys=True)

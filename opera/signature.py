@@ -1,0 +1,91 @@
+"""Bug signatures: how failures are de-duplicated into bugs (DESIGN.md section 7).
+
+The paper counts one bug per *conversion function* of the frontend, so a crash's signature is the
+innermost traceback frame inside the target's frontend code (file relative to the package root +
+function name) plus the exception type. When no frame lies in the frontend (the exception comes
+from the compiler's backend, or from native code with no Python frame) the innermost frame inside
+the compiler package is used, and failing that the exception type plus its message with numbers,
+addresses and quoted names normalized away.
+
+Inconsistencies are signed by target + the operator's converter when the target can name it
+(a ``converter_name(built)`` method), else target + API. Native crashes and timeouts carry no
+traceback: target + API + signal (or ``timeout``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import traceback
+from collections.abc import Sequence
+
+__all__ = [
+    "crash_signature",
+    "inconsistency_signature",
+    "native_signature",
+    "normalize_message",
+    "signature_digest",
+]
+
+
+def _norm_path(path: str) -> str:
+    return path.replace("\\", "/")
+
+
+def _relative_to_fragment(path: str, fragments: Sequence[str]) -> str | None:
+    """``.../site-packages/tvm/relax/frontend/onnx/x.py`` -> ``tvm/relax/frontend/onnx/x.py``."""
+    norm = _norm_path(path)
+    for fragment in fragments:
+        frag = fragment.strip("/")
+        idx = norm.rfind("/" + frag + "/")
+        if idx >= 0:
+            return norm[idx + 1 :]
+        if norm.startswith(frag + "/"):
+            return norm
+    return None
+
+
+_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_QUOTED = re.compile(r"(['\"]).{0,80}?\1")
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_message(message: str, limit: int = 120) -> str:
+    """First line of an exception message with addresses, numbers and quoted values abstracted."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    text = _HEX.sub("ADDR", first)
+    text = _QUOTED.sub("'…'", text)
+    text = _NUMBER.sub("N", text)
+    return _SPACES.sub(" ", text)[:limit]
+
+
+def crash_signature(
+    exc: BaseException, target: str, frontend_paths: Sequence[str], compiler_packages: Sequence[str] = ()
+) -> str:
+    """``crash:<target>:<file>:<function>:<ExceptionType>``, or the fallbacks described above."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    exc_type = type(exc).__name__
+    for fragments in (frontend_paths, compiler_packages):
+        if not fragments:
+            continue
+        for frame in reversed(frames):
+            rel = _relative_to_fragment(frame.filename, fragments)
+            if rel is not None:
+                return f"crash:{target}:{rel}:{frame.name}:{exc_type}"
+    return f"crash:{target}:{exc_type}:{normalize_message(str(exc))}"
+
+
+def inconsistency_signature(target: str, api: str, converter: str | None = None) -> str:
+    return f"inconsistent:{target}:{'converter=' + converter if converter else api}"
+
+
+def native_signature(target: str, api: str, cause: str) -> str:
+    """``cause`` is a signal name (``SIGSEGV``), ``memory`` or ``timeout``."""
+    kind = "timeout" if cause == "timeout" else "native-crash"
+    return f"{kind}:{target}:{api}:{cause}" if kind != "timeout" else f"timeout:{target}:{api}"
+
+
+def signature_digest(signature: str) -> str:
+    """A short file-name-safe hash of a signature (reproducer file names)."""
+    return hashlib.sha256(signature.encode()).hexdigest()[:16]

@@ -1,0 +1,181 @@
+"""Test-only targets for Opera's own tests (``test_only = True``: hidden from ``opera targets``).
+
+Both consume ``onnx`` instances through the real ONNX template and use onnxruntime as their
+"compiler", so they exercise the whole runner path without TVM or OpenVINO:
+
+- ``test-wrong``: a correct conversion whose outputs are off by one (``+1``, booleans negated):
+  the oracle must report every test ``inconsistent``.
+- ``test-faults``: misbehaves as the instance's ``source.test`` asks, ``fault:<kind>[@<stage>]``
+  with kind ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``alloc``
+  (allocates without bound), ``raise`` (a Python exception: ``crash``) or ``unsupported`` (an
+  exception matched by ``opera/unsupported.toml``), in stage ``convert`` (default), ``compile`` or
+  ``run``. Any other instance passes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from opera.targets import Target, register_target
+from opera.templates import SingleOpModel
+
+__all__ = ["FaultNotSupported", "TestFaultsTarget", "TestWrongTarget", "fault_of"]
+
+
+class FaultNotSupported(Exception):
+    """What ``test-faults`` raises for ``fault:unsupported`` (listed in unsupported.toml)."""
+
+
+class _OrtSession:
+    def __init__(self, model_bytes: bytes, input_names: list[str]) -> None:
+        self.model_bytes = model_bytes
+        self.input_names = input_names
+        self.session: Any = None
+
+
+class _OrtTarget(Target):
+    library = "onnx"
+    compiler = "onnxruntime"
+    test_only = True
+    frontend_paths = ("opera/targets/testing.py",)
+
+    def availability(self) -> str | None:
+        try:
+            import onnxruntime  # noqa: F401
+        except Exception as exc:
+            return f"onnxruntime is not importable: {type(exc).__name__}: {exc}"
+        return None
+
+    def versions(self) -> dict[str, str]:
+        import onnxruntime
+
+        return {"onnxruntime": onnxruntime.__version__}
+
+    def convert(self, built: SingleOpModel) -> _OrtSession:
+        return _OrtSession(bytes(built.model.SerializeToString()), list(built.input_names))
+
+    def compile(self, converted: _OrtSession) -> _OrtSession:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        converted.session = ort.InferenceSession(converted.model_bytes, options, providers=["CPUExecutionProvider"])
+        return converted
+
+    def run(self, compiled: _OrtSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        outputs = compiled.session.run(None, dict(zip(compiled.input_names, inputs)))
+        return [np.asarray(o) for o in outputs]
+
+    # A standalone reproducer: onnxruntime on the embedded model (see opera.reproducers).
+    def reproducer_steps(self, built: SingleOpModel) -> tuple[bytes, list[np.ndarray], str]:
+        code = (
+            "import onnxruntime as ort\n"
+            f"INPUT_NAMES = {list(built.input_names)!r}\n"
+            "session = ort.InferenceSession(ARTIFACT, providers=['CPUExecutionProvider'])\n"
+            "outputs = [np.asarray(o) for o in session.run(None, dict(zip(INPUT_NAMES, INPUTS)))]\n"
+        )
+        return bytes(built.model.SerializeToString()), list(built.inputs), code
+
+
+def _off_by_one(x: np.ndarray) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_:
+        return ~arr
+    return (arr + np.ones((), dtype=arr.dtype)).astype(arr.dtype)
+
+
+@register_target
+class TestWrongTarget(_OrtTarget):
+    """onnxruntime, then +1 on every output: a deliberately wrong compiler."""
+
+    __test__ = False
+    name = "test-wrong"
+
+    def run(self, compiled: _OrtSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return [_off_by_one(o) for o in super().run(compiled, inputs)]
+
+    def reproducer_steps(self, built: SingleOpModel) -> tuple[bytes, list[np.ndarray], str]:
+        artifact, inputs, code = super().reproducer_steps(built)
+        code += "# the deliberate bug of the test-wrong target:\noutputs = [~o if o.dtype == np.bool_ else (o + np.ones((), o.dtype)).astype(o.dtype) for o in outputs]\n"
+        return artifact, inputs, code
+
+
+def fault_of(built: SingleOpModel) -> tuple[str | None, str]:
+    """(fault kind or None, stage) from the instance's ``source.test`` = ``fault:<kind>[@<stage>]``."""
+    test = built.instance.source.test
+    if not test.startswith("fault:"):
+        return None, "convert"
+    kind, _, stage = test[len("fault:") :].partition("@")
+    return kind, stage or "convert"
+
+
+def _inject(kind: str) -> None:
+    if kind == "segv":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    elif kind == "abort":
+        os.abort()
+    elif kind == "hang":
+        while True:
+            time.sleep(3600)
+    elif kind == "alloc":
+        blocks = []
+        while True:  # 64 MiB per step, touched so that it is resident
+            blocks.append(np.ones(8 << 20, dtype=np.float64))
+            time.sleep(0.005)
+    elif kind == "raise":
+        raise RuntimeError("injected fault in the test-faults target")
+    elif kind == "unsupported":
+        raise FaultNotSupported("the test-faults target does not support this operator")
+    else:
+        raise ValueError(f"unknown fault kind {kind!r}")
+
+
+@register_target
+class TestFaultsTarget(_OrtTarget):
+    """onnxruntime, with the fault the instance asks for (see the module docstring)."""
+
+    __test__ = False
+    name = "test-faults"
+
+    def convert(self, built: SingleOpModel) -> _OrtSession:
+        kind, stage = fault_of(built)
+        if kind is not None and stage == "convert":
+            _inject(kind)
+        session = super().convert(built)
+        session.fault = (kind, stage)  # type: ignore[attr-defined]
+        return session
+
+    def compile(self, converted: _OrtSession) -> _OrtSession:
+        kind, stage = getattr(converted, "fault", (None, ""))
+        if kind is not None and stage == "compile":
+            _inject(kind)
+        return super().compile(converted)
+
+    def run(self, compiled: _OrtSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        kind, stage = getattr(compiled, "fault", (None, ""))
+        if kind is not None and stage == "run":
+            _inject(kind)
+        return super().run(compiled, inputs)
+
+    def reproducer_steps(self, built: SingleOpModel) -> tuple[bytes, list[np.ndarray], str]:
+        artifact, inputs, code = super().reproducer_steps(built)
+        kind, _ = fault_of(built)
+        if kind in _FAULT_CODE:
+            code = f"# the injected fault of the test-faults target ({kind}):\n{_FAULT_CODE[kind]}\n" + code
+        return artifact, inputs, code
+
+
+# The same faults as source code, for standalone reproducers.
+_FAULT_CODE = {
+    "segv": "import ctypes\nctypes.string_at(0)",
+    "abort": "import os\nos.abort()",
+    "hang": "import time\nwhile True:\n    time.sleep(3600)",
+    "alloc": "blocks = []\nwhile True:\n    blocks.append(np.ones(8 << 20))",
+    "raise": "raise RuntimeError('injected fault in the test-faults target')",
+    "unsupported": "raise NotImplementedError('the test-faults target does not support this operator')",
+}

@@ -1,0 +1,85 @@
+"""Which exceptions mean "the frontend does not support this" (DESIGN.md section 7).
+
+An unsupported operator or feature is recorded as ``unsupported``, not as a bug. What counts is
+configuration, not code: regular expressions per target in ``opera/unsupported.toml``, searched
+in ``"<module>.<ExceptionType>: <message>"`` of the exception and of every exception in its
+``__cause__``/``__context__`` chain. Sections: ``[common]`` (every target), ``[compiler.<name>]``
+(every target of one compiler, e.g. ``tvm``) and ``[target."<name>"]``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from opera.errors import OperaError
+
+__all__ = ["DEFAULT_UNSUPPORTED_PATH", "UnsupportedPatterns", "exception_text", "load_unsupported"]
+
+DEFAULT_UNSUPPORTED_PATH = Path(__file__).with_name("unsupported.toml")
+
+
+def exception_text(exc: BaseException, limit: int = 4000) -> str:
+    """``module.Type: message`` for the exception and its causes, one per line."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(parts) < 8:
+        seen.add(id(current))
+        kind = type(current)
+        parts.append(f"{kind.__module__}.{kind.__qualname__}: {current}")
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)[:limit]
+
+
+@dataclass(frozen=True)
+class UnsupportedPatterns:
+    by_target: dict[str, tuple[re.Pattern[str], ...]]
+    by_compiler: dict[str, tuple[re.Pattern[str], ...]]
+    common: tuple[re.Pattern[str], ...]
+
+    def patterns_for(self, target: str, compiler: str = "") -> tuple[re.Pattern[str], ...]:
+        return self.common + self.by_compiler.get(compiler, ()) + self.by_target.get(target, ())
+
+    def match(self, exc: BaseException, target: str, compiler: str = "") -> str | None:
+        """The pattern that says ``exc`` means "unsupported" on ``target``, or None."""
+        text = exception_text(exc)
+        for pattern in self.patterns_for(target, compiler):
+            if pattern.search(text):
+                return pattern.pattern
+        return None
+
+
+def _compile_list(where: str, table: object) -> tuple[re.Pattern[str], ...]:
+    if not isinstance(table, dict) or set(table) - {"patterns"}:
+        raise OperaError(f"unsupported config: [{where}] must hold only `patterns = [...]`")
+    patterns = table.get("patterns", [])
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise OperaError(f"unsupported config: {where}.patterns must be a list of strings")
+    compiled = []
+    for text in patterns:
+        try:
+            compiled.append(re.compile(text))
+        except re.error as exc:
+            raise OperaError(f"unsupported config: bad regular expression in {where}: {text!r} ({exc})") from None
+    return tuple(compiled)
+
+
+def load_unsupported(path: str | Path | None = None) -> UnsupportedPatterns:
+    config_path = Path(path) if path is not None else DEFAULT_UNSUPPORTED_PATH
+    try:
+        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise OperaError(f"unsupported config not found: {config_path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise OperaError(f"unsupported config {config_path}: {exc}") from None
+    unknown = set(data) - {"common", "compiler", "target"}
+    if unknown:
+        raise OperaError(f"unsupported config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
+    return UnsupportedPatterns(
+        by_target={k: _compile_list(f"target.{k}", v) for k, v in data.get("target", {}).items()},
+        by_compiler={k: _compile_list(f"compiler.{k}", v) for k, v in data.get("compiler", {}).items()},
+        common=_compile_list("common", data.get("common", {})),
+    )
