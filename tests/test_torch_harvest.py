@@ -23,7 +23,7 @@ from opera.instrumentation.torch_recorder import TorchRecorder, torch_module_cla
 from opera.instrumentation.torch_sources import moduleinfo_source, opinfo_source  # noqa: E402
 from opera.model import InstanceKind, OperatorInstance  # noqa: E402
 from opera.templates.torch_template import TorchTemplate, torch_inputs  # noqa: E402
-from opera.values import TensorSpec  # noqa: E402
+from opera.values import ObjectSpec, TensorSpec  # noqa: E402
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -118,16 +118,16 @@ def test_in_place_operator_records_the_value_before_the_call() -> None:
 
 
 def test_value_thresholds_and_deterministic_specs() -> None:
-    big = torch.linspace(-3.0, 5.0, 100)
+    big = torch.linspace(-3.0, 5.0, 2000)
     ints = torch.arange(1000)
-    nan_mid = torch.full((200,), float("nan"))
+    nan_mid = torch.full((2000,), float("nan"))
     recorded = record(lambda: (torch.sin(big), torch.neg(ints), torch.cos(nan_mid)))
     spec = recorded[0].args[0]
-    assert isinstance(spec, TensorSpec) and spec.shape == (100,) and (spec.low, spec.high) == (-3.0, 5.0)
+    assert isinstance(spec, TensorSpec) and spec.shape == (2000,) and (spec.low, spec.high) == (-3.0, 5.0)
     again = record(lambda: torch.sin(big))[0].args[0]
     assert again == spec  # the seed comes from the tensor's bytes
     np.testing.assert_array_equal(recorded[1].args[0], np.arange(1000))
-    assert np.isnan(recorded[2].args[0]).all() and recorded[2].args[0].shape == (200,)
+    assert np.isnan(recorded[2].args[0]).all() and recorded[2].args[0].shape == (2000,)
 
 
 def test_template_round_trip_reproduces_the_recorded_outputs() -> None:
@@ -210,3 +210,15 @@ def test_module_arguments_become_object_specs() -> None:
     layer = recorded[0].args[0]
     assert layer.api == "torch.nn.TransformerEncoderLayer" and layer.args == (8, 2, 16)
     assert TorchTemplate().validate(recorded[0]).valid
+
+
+def test_module_built_while_paused_is_still_an_object_spec() -> None:
+    anchor, positive, negative = torch.ones(2, 3), torch.zeros(2, 3), torch.full((2, 3), 2.0)
+    recorded: list[OperatorInstance] = []
+    with TorchRecorder(recorded.append) as recorder:
+        with recorder.paused():  # as when a harvest source generates a sample
+            distance = nn.PairwiseDistance(p=1.0)
+        F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=distance)
+    (inst,) = recorded
+    assert inst.kwargs["distance_function"] == ObjectSpec("torch.nn.PairwiseDistance", (), {"p": 1.0})
+    assert TorchTemplate().validate(inst).valid
