@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opera.instrumentation import BaseRecorder
-from opera.model import InstanceKind, OperatorInstance, Source
 from opera.templates.onnx_template import attribute_to_value, runtime_value, tensor_to_value
+
+from opera.model import InstanceKind, OperatorInstance, Source
 from opera.values import Opaque, TensorSpec, ValueEncodingError, dtype_name
 
 __all__ = ["OnnxRecorder", "node_instances"]
@@ -106,7 +107,7 @@ def node_instances(
     out = []
     for index, node in enumerate(graph.node):
         domain = "" if node.domain == "ai.onnx" else node.domain
-        inputs = []
+        inputs: list[Any] = []
         for name in node.input:
             if not name:
                 inputs.append(None)
@@ -136,7 +137,12 @@ def node_instances(
                 inputs=tuple(inputs),
                 extra=extra,
                 library_version=library_version,
-                source=Source(source.suite, source.test, index if source.sample is None else source.sample, source.origin),
+                source=Source(
+                    source.suite,
+                    source.test,
+                    index if source.sample is None else source.sample,
+                    source.origin,
+                ),
                 tolerance=tolerance,
             )
         )
@@ -145,8 +151,10 @@ def node_instances(
 
 def test_values(model: Any, inputs: Iterable[Any]) -> dict[str, Any]:
     """A test's input values keyed by the model's graph-input names, as neutral values."""
-    graph_inputs = [vi for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}]
-    return {vi.name: runtime_value(value, vi.type) for vi, value in zip(graph_inputs, inputs)}
+    graph_inputs = [
+        vi for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}
+    ]
+    return {vi.name: runtime_value(value, vi.type) for vi, value in zip(graph_inputs, inputs, strict=False)}
 
 
 class OnnxRecorder(BaseRecorder):

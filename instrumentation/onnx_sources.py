@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from opera.instrumentation import BaseRecorder, HarvestOptions, harvest_source
+
 from opera.model import OperatorInstance, Source, Tolerance
 
 __all__ = ["load_node_cases", "node_test_instances"]
@@ -41,7 +42,9 @@ def is_expanded(case: Any) -> bool:
     return "_expanded" in case.name
 
 
-def node_test_instances(case: Any, library_version: str, intermediate: bool = False) -> list[OperatorInstance]:
+def node_test_instances(
+    case: Any, library_version: str, intermediate: bool = False
+) -> list[OperatorInstance]:
     """One instance per node of ``case.model``, fed the first data set's real inputs.
 
     ``intermediate``: also give inner nodes their exact input values (from the reference
@@ -57,14 +60,18 @@ def node_test_instances(case: Any, library_version: str, intermediate: bool = Fa
         if intermediate:
             from onnx.reference import ReferenceEvaluator
 
-            feeds = dict(zip((vi.name for vi in case.model.graph.input), inputs))
+            feeds = dict(zip((vi.name for vi in case.model.graph.input), inputs, strict=False))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 results = ReferenceEvaluator(case.model).run(None, feeds, intermediate=True)
             import onnx
 
             inferred = onnx.shape_inference.infer_shapes(case.model, strict_mode=False).graph
-            types = {vi.name: vi.type for vi in [*inferred.value_info, *inferred.output] if vi.type.WhichOneof("value")}
+            types = {
+                vi.name: vi.type
+                for vi in [*inferred.value_info, *inferred.output]
+                if vi.type.WhichOneof("value")
+            }
             for name, value in results.items():  # type: ignore[union-attr]
                 if name and name not in values and value is not None:
                     values[name] = runtime_value(value, types.get(name))

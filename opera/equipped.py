@@ -62,7 +62,15 @@ _ONNX_DTYPES = {
 
 # Op types TVM 0.27's ONNX frontend tests use from the ``com.microsoft`` domain (../equipped/README).
 MICROSOFT_OPS = frozenset(
-    {"Attention", "BiasGelu", "EmbedLayerNormalization", "FastGelu", "Gelu", "MatMulInteger16", "SkipLayerNormalization"}
+    {
+        "Attention",
+        "BiasGelu",
+        "EmbedLayerNormalization",
+        "FastGelu",
+        "Gelu",
+        "MatMulInteger16",
+        "SkipLayerNormalization",
+    }
 )
 
 _TORCH_TENSOR_FACTORIES = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "tensor"}
@@ -93,7 +101,11 @@ class EquippedReader:
         if library == "torch":
             chunks = _torch_blocks(text)
         else:
-            chunks = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
+            chunks = [
+                (n, line)
+                for n, line in enumerate(text.splitlines(), 1)
+                if line.strip() and not line.startswith("#")
+            ]
         for line_no, chunk in chunks:
             self.records += 1
             source = Source(SUITE, test=f"{self.path.name}:{line_no}", sample=self.records - 1)
@@ -105,7 +117,9 @@ class EquippedReader:
                 else:
                     inst = _torch_record(chunk, source)
             except (SyntaxError, ValueError, KeyError, IndexError, TypeError) as exc:
-                self.skipped[f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"] += 1
+                self.skipped[
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+                ] += 1
                 continue
             yield inst
 
@@ -153,7 +167,10 @@ def _convert(node: ast.AST, env: dict[str, Any] | None = None) -> Any:
     if isinstance(node, ast.Set):
         return [_convert(e, env) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_convert(k, env) if k is not None else None: _convert(v, env) for k, v in zip(node.keys, node.values)}
+        return {
+            _convert(k, env) if k is not None else None: _convert(v, env)
+            for k, v in zip(node.keys, node.values, strict=True)
+        }
     if isinstance(node, ast.Name):
         if node.id in env:
             return env[node.id]
@@ -254,7 +271,7 @@ def _onnx_record(line: str, source: Source, microsoft_ops: frozenset[str]) -> Op
     dtypes = fields.get("input_dtype") or ()
     if len(shapes) != len(dtypes):
         raise ValueError(f"{len(shapes)} input shapes for {len(dtypes)} dtypes")
-    inputs = tuple(_onnx_input(s, d) for s, d in zip(shapes, dtypes))
+    inputs = tuple(_onnx_input(s, d) for s, d in zip(shapes, dtypes, strict=True))
     kwargs = fields.get("kwargs") or {}
     if not isinstance(kwargs, dict):
         raise ValueError("kwargs is not a dict")
@@ -312,7 +329,8 @@ def _keras_record(line: str, source: Source) -> OperatorInstance:
 def _torch_blocks(text: str) -> list[tuple[int, str]]:
     """``# test_id: N`` blocks: (line number of the header, the code under it)."""
     blocks: list[tuple[int, str]] = []
-    start, lines = 0, []
+    start = 0
+    lines: list[str] = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith("# test_id"):
             if lines and any(s.strip() for s in lines):
@@ -365,7 +383,11 @@ def _torch_record(code: str, source: Source) -> OperatorInstance:
                 if isinstance(item, ast.Return) and isinstance(item.value, ast.Call):
                     forwards[stmt.name] = item.value
                     break
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) == "verify_model":
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and _dotted(stmt.value.func) == "verify_model"
+        ):
             verify = stmt.value
     if verify is None or not verify.args:
         raise ValueError("no verify_model(...) call")
@@ -391,7 +413,9 @@ def _torch_record(code: str, source: Source) -> OperatorInstance:
     )
 
 
-def _torch_function(call: ast.Call, env: dict[str, Any], inputs: tuple[Any, ...], source: Source) -> OperatorInstance:
+def _torch_function(
+    call: ast.Call, env: dict[str, Any], inputs: tuple[Any, ...], source: Source
+) -> OperatorInstance:
     """``forward`` returning ``torch.f(args[0], para_1, k=para_2)`` or ``args[0].m(...)``."""
 
     def value(node: ast.AST) -> Any:

@@ -38,9 +38,9 @@ import re
 from typing import Any
 
 import numpy as np
+from opera.templates import SingleOpModel, Template
 
 from opera.model import OperatorInstance
-from opera.templates import SingleOpModel, Template
 from opera.values import DTYPES, ObjectSpec, TensorSpec, ValueEncodingError, dtype_name
 
 __all__ = [
@@ -187,12 +187,16 @@ def value_to_attribute(name: str, value: Any) -> Any:
         first = value[0]
         if isinstance(first, bytes):
             return helper.make_attribute(name, [_parse(onnx.GraphProto, g) for g in value])
-        if isinstance(first, (np.ndarray, TensorSpec)) or (isinstance(first, ObjectSpec) and first.api == TENSOR_PROTO):
+        if isinstance(first, (np.ndarray, TensorSpec)) or (
+            isinstance(first, ObjectSpec) and first.api == TENSOR_PROTO
+        ):
             return helper.make_attribute(name, [_array_to_tensor(t) for t in value], attr_type=A.TENSORS)
         if isinstance(first, ObjectSpec) and first.api == SPARSE_TENSOR_PROTO:
             return helper.make_attribute(name, [_parse(onnx.SparseTensorProto, s.args[0]) for s in value])
         if isinstance(first, ObjectSpec) and first.api == TYPE_PROTO:
-            return helper.make_attribute(name, [_parse(onnx.TypeProto, t.args[0]) for t in value], attr_type=A.TYPE_PROTOS)
+            return helper.make_attribute(
+                name, [_parse(onnx.TypeProto, t.args[0]) for t in value], attr_type=A.TYPE_PROTOS
+            )
         if any(isinstance(v, float) for v in value) and all(isinstance(v, (int, float)) for v in value):
             return helper.make_attribute(name, [float(v) for v in value], attr_type=A.FLOATS)
         return helper.make_attribute(name, list(value))
@@ -397,7 +401,9 @@ class OnnxTemplate(Template):
         graph = helper.make_graph([node], f"opera_{op_type}", graph_inputs, outputs)
         imports = [helper.make_opsetid(domain, opset)]
         if domain not in ("", "ai.onnx"):
-            imports.append(helper.make_opsetid("", int(inst.extra.get("onnx_opset", onnx.defs.onnx_opset_version()))))
+            imports.append(
+                helper.make_opsetid("", int(inst.extra.get("onnx_opset", onnx.defs.onnx_opset_version())))
+            )
         model = helper.make_model(graph, opset_imports=imports, producer_name="opera")
         model.ir_version = IR_VERSION
         _fill_output_types(model)
@@ -416,19 +422,23 @@ class OnnxTemplate(Template):
         instance it runs is valid even where ORT lacks a kernel (opset 27/28 ops, float8 types, ...).
         ``built.details["reference"]`` says which one produced the outputs.
         """
-        feeds = dict(zip(built.input_names, built.inputs))
+        feeds = dict(zip(built.input_names, built.inputs, strict=True))
         try:
             import onnxruntime as ort
 
             options = ort.SessionOptions()
             options.log_severity_level = 4  # errors are reported through the exception
-            session = ort.InferenceSession(built.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(
+                built.model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
             outputs = session.run(None, feeds)
             built.details["reference"] = "onnxruntime"
         except Exception as exc:
             from onnx.reference import ReferenceEvaluator
 
-            built.details["ort_error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+            built.details["ort_error"] = (
+                f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+            )
             outputs = ReferenceEvaluator(built.model).run(None, feeds)
             built.details["reference"] = "onnx.reference"
         return _flatten(outputs)

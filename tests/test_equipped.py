@@ -16,7 +16,9 @@ ARTIFACT = SHARED / "opera-artifact"
 TVM_027 = SHARED / "equipped" / "tvm-0.27_equipped_onnx_tc.txt"
 ALL_FILES = sorted(ARTIFACT.glob("*/data/*_equipped_*_tc*.txt")) + [TVM_027]
 
-pytestmark = pytest.mark.skipif(not TVM_027.exists(), reason="the shared equipped corpora are not on this machine")
+pytestmark = pytest.mark.skipif(
+    not TVM_027.exists(), reason="the shared equipped corpora are not on this machine"
+)
 
 
 def _expected_records(path: Path) -> int:
@@ -64,7 +66,9 @@ def test_onnx_record_fields() -> None:
     assert attention.kwargs["num_heads"] == 12
     assert attention.inputs[3].dtype == "int32" and attention.inputs[4] is None  # omitted optional input
     sequence_inputs = [x for i in instances for x in i.inputs if isinstance(x, Opaque)]
-    assert sequence_inputs and all("SEQUENCE" in x.reason or "OPTIONAL" in x.reason or "STRING" in x.reason for x in sequence_inputs)
+    assert sequence_inputs and all(
+        "SEQUENCE" in x.reason or "OPTIONAL" in x.reason or "STRING" in x.reason for x in sequence_inputs
+    )
 
 
 def test_torch_function_and_module_records() -> None:
@@ -83,10 +87,14 @@ def test_torch_function_and_module_records() -> None:
 
 def test_keras_records() -> None:
     tvm_keras = list(EquippedReader(ARTIFACT / "keras/data/tvm_equipped_keras_tc.txt"))
-    conv = tvm_keras[0]  # layer_test(keras.layers.Conv2D,args=(8,[3, 3],),kwargs={'padding':"same",},input_shape=[None, 32, 32, 3],...)
+    conv = tvm_keras[
+        0
+    ]  # layer_test(keras.layers.Conv2D,args=(8,[3, 3],),kwargs={'padding':"same",},input_shape=[None, 32, 32, 3],...)
     assert conv.api == "keras.layers.Conv2D" and conv.kind is InstanceKind.MODULE
     assert conv.args == (8, [3, 3]) and conv.kwargs == {"padding": "same"}
     assert conv.inputs == (TensorSpec("float32", (None, 32, 32, 3)),)
     add = tvm_keras[2]  # three inputs
     assert add.api == "keras.layers.Add" and len(add.inputs) == 3
-    assert not any(isinstance(v, ObjectSpec) and v.api == "layer_test" for i in tvm_keras for v in i.kwargs.values())
+    assert not any(
+        isinstance(v, ObjectSpec) and v.api == "layer_test" for i in tvm_keras for v in i.kwargs.values()
+    )

@@ -14,13 +14,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
 from opera.instrumentation import HarvestOptions, get_source
 from opera.instrumentation.onnx_recorder import OnnxRecorder
 from opera.instrumentation.onnx_sources import load_node_cases, node_test_instances
 from opera.instrumentation.pytest_source import run_pytest_harvest
-from opera.model import InstanceKind, OperatorInstance
 from opera.templates.onnx_template import OnnxTemplate, attribute_to_value, model_bytes, value_to_attribute
+
+from opera.model import InstanceKind, OperatorInstance
 from opera.values import ObjectSpec, TensorSpec, decode_value, encode_value
 
 RESIZE_TEST = textwrap.dedent(
@@ -96,14 +96,20 @@ def test_graph_bodies_and_orphan_graphs_are_counted_once() -> None:
     recorded: list[OperatorInstance] = []
     with OnnxRecorder(recorded.append):
         body = helper.make_graph(
-            [helper.make_node("Identity", ["X"], ["out"])], "then", [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])]
+            [helper.make_node("Identity", ["X"], ["out"])],
+            "then",
+            [],
+            [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
         )
         if_node = helper.make_node("If", ["cond"], ["Y"], then_branch=body, else_branch=body)
         helper.make_model(
             helper.make_graph(
                 [if_node],
                 "main",
-                [helper.make_tensor_value_info("cond", TensorProto.BOOL, []), helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])],
+                [
+                    helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("X", TensorProto.FLOAT, [2]),
+                ],
                 [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])],
             )
         )
@@ -116,7 +122,10 @@ def test_graph_bodies_and_orphan_graphs_are_counted_once() -> None:
         assert [i.api for i in recorded] == ["onnx::If"]
     assert [i.api for i in recorded] == ["onnx::If", "onnx::Neg"]
     then_branch = recorded[0].kwargs["then_branch"]
-    assert isinstance(then_branch, bytes) and onnx.GraphProto.FromString(then_branch).node[0].op_type == "Identity"
+    assert (
+        isinstance(then_branch, bytes)
+        and onnx.GraphProto.FromString(then_branch).node[0].op_type == "Identity"
+    )
     assert recorded[1].inputs == (TensorSpec(dtype="int32", shape=(4,)),)
 
 
@@ -136,17 +145,17 @@ def _bound_wrappers() -> list[str]:
 def test_uninstall_restores_every_binding() -> None:
     originals = (helper.make_node, helper.make_graph, helper.make_model)
     user_module = types.ModuleType("opera_test_user_module")
-    user_module.make_node = helper.make_node  # type: ignore[attr-defined]  # 'from onnx.helper import make_node'
+    vars(user_module)["make_node"] = helper.make_node  # as 'from onnx.helper import make_node'
     sys.modules[user_module.__name__] = user_module
     try:
         recorder = OnnxRecorder()
         recorder.install()
         assert helper.make_model is not originals[2]
-        assert user_module.make_node is not originals[0]  # type: ignore[attr-defined]
+        assert vars(user_module)["make_node"] is not originals[0]
         assert len(_bound_wrappers()) >= 4
         recorder.uninstall()
         assert (helper.make_node, helper.make_graph, helper.make_model) == originals
-        assert user_module.make_node is originals[0]  # type: ignore[attr-defined]
+        assert vars(user_module)["make_node"] is originals[0]
         assert _bound_wrappers() == []
     finally:
         del sys.modules[user_module.__name__]
@@ -163,9 +172,13 @@ def test_uninstall_restores_every_binding() -> None:
         helper.make_attribute("strings", ["a", "b"]),
         helper.make_attribute("empty", [], attr_type=onnx.AttributeProto.INTS),
         helper.make_attribute("t", numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3))),
-        helper.make_attribute("st", helper.make_tensor("st", TensorProto.STRING, [2], [b"x", b"y"])),
+        helper.make_attribute("st", numpy_helper.from_array(np.array([b"x", b"y"], dtype=object), "st")),
         helper.make_attribute("g", helper.make_graph([helper.make_node("Relu", ["a"], ["b"])], "g", [], [])),
-        helper.make_attribute("tp", helper.make_tensor_type_proto(TensorProto.FLOAT, [2]), attr_type=onnx.AttributeProto.TYPE_PROTO),
+        helper.make_attribute(
+            "tp",
+            helper.make_tensor_type_proto(TensorProto.FLOAT, [2]),
+            attr_type=onnx.AttributeProto.TYPE_PROTO,
+        ),
     ],
     ids=lambda a: a.name,
 )
@@ -193,7 +206,7 @@ def test_node_tests_source_respects_limit_and_keeps_real_inputs(node_cases: dict
     assert first.api == f"onnx::{case.model.graph.node[0].op_type}"
     real_inputs = case.data_sets[0][0]
     assert len(first.inputs) == len(real_inputs)
-    for got, want in zip(first.inputs, real_inputs):
+    for got, want in zip(first.inputs, real_inputs, strict=True):
         np.testing.assert_array_equal(got, want)  # exact values, not shapes
     assert first.tolerance is not None and first.tolerance.rtol == case.rtol
 
@@ -202,7 +215,9 @@ def _expected(case: Any) -> list[np.ndarray]:
     flat: list[np.ndarray] = []
     for out in case.data_sets[0][1]:
         items = out if isinstance(out, list) else [out]
-        flat += [numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else np.asarray(x) for x in items]
+        flat += [
+            numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else np.asarray(x) for x in items
+        ]
     return flat
 
 
@@ -216,7 +231,9 @@ def _expected(case: Any) -> list[np.ndarray]:
         ("test_cast_FLOAT_to_FLOAT8E4M3FN", "onnx.reference"),  # opset 28 Cast: ORT cannot load it
     ],
 )
-def test_template_reference_equals_node_test_expected_output(node_cases: dict[str, Any], name: str, reference: str) -> None:
+def test_template_reference_equals_node_test_expected_output(
+    node_cases: dict[str, Any], name: str, reference: str
+) -> None:
     case = node_cases[name]
     (inst,) = node_test_instances(case, onnx.__version__)
     template = OnnxTemplate()
@@ -227,16 +244,22 @@ def test_template_reference_equals_node_test_expected_output(node_cases: dict[st
     assert built.details["reference"] == reference
     expected = _expected(case)
     assert len(outputs) == len(expected)
-    for got, want in zip(outputs, expected):
+    for got, want in zip(outputs, expected, strict=True):
         assert got.shape == want.shape and got.dtype == want.dtype
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=case.rtol, atol=case.atol)
+        np.testing.assert_allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=case.rtol, atol=case.atol
+        )
     assert template.validate(inst).valid is True
 
 
-def test_opset_newer_than_onnxruntime_is_lowered_when_the_schema_is_unchanged(node_cases: dict[str, Any]) -> None:
+def test_opset_newer_than_onnxruntime_is_lowered_when_the_schema_is_unchanged(
+    node_cases: dict[str, Any],
+) -> None:
     (inst,) = node_test_instances(node_cases["test_abs"], onnx.__version__)
     declared = 28
-    inst = OperatorInstance(inst.library, inst.api, inst.kind, inputs=inst.inputs, extra={**inst.extra, "opset": declared})
+    inst = OperatorInstance(
+        inst.library, inst.api, inst.kind, inputs=inst.inputs, extra={**inst.extra, "opset": declared}
+    )
     built = OnnxTemplate().build(inst)
     since = onnx.defs.get_schema("Abs", declared).since_version
     assert built.details["declared_opset"] == declared
@@ -259,7 +282,7 @@ def test_expanded_case_inner_nodes_get_exact_intermediate_values(node_cases: dic
     (length,) = [i for i in instances if i.api == "onnx::SequenceLength"]
     (sequence,) = length.inputs
     assert isinstance(sequence, ObjectSpec) and sequence.api == "onnx.Sequence"
-    for got, want in zip(sequence.args[0], case.data_sets[0][0][0]):
+    for got, want in zip(sequence.args[0], case.data_sets[0][0][0], strict=True):
         np.testing.assert_array_equal(got, want)
     outputs = OnnxTemplate().reference(OnnxTemplate().build(_roundtrip(length)))
     assert outputs[0].tolist() == len(case.data_sets[0][0][0])
