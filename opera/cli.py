@@ -20,6 +20,9 @@ VERBS: dict[str, str] = {
     "harvest": "opera.commands.harvest",
     "stats": "opera.commands.stats",
     "manifest": "opera.commands.manifest",
+    "targets": "opera.commands.targets",
+    "run": "opera.commands.run",
+    "bugs": "opera.commands.bugs",
 }
 
 

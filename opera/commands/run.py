@@ -1,0 +1,79 @@
+"""opera run CORPUS... --target T: run instances through compiler targets into the results store."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from opera.errors import OperaError
+from opera.runner import RunConfig, parse_duration, resume_run, start_run
+from opera.store import RUN_INTERRUPTED
+
+HELP = "run corpus instances through compiler targets (isolated workers, oracles, results store)"
+
+
+def _size(text: str) -> int:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", text.strip().lower())
+    if match is None:
+        raise OperaError(f"bad memory size {text!r}: use e.g. 4G, 512M")
+    return int(float(match.group(1)) * 1024 ** " kmgt".index(match.group(2) or " "))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("corpus", nargs="*", help="corpus files (.jsonl / .jsonl.gz); not with --resume")
+    parser.add_argument("--target", "-t", action="append", default=[], help="target name (repeatable; see `opera targets`)")
+    parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
+    parser.add_argument("--order", help="file of instance ids, one per line (# comments); others run after them")
+    parser.add_argument("--limit", type=int, help="run only the first N instances (after ordering)")
+    parser.add_argument("--budget", help="stop starting tests after this long: 90s, 30m, 2h, 1h30m")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--timeout", default=None, help="per-test timeout (default 60s)")
+    parser.add_argument("--max-rss", default=None, help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for generated inputs and weights (default 0)")
+    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/oracles.toml)")
+    parser.add_argument("--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)")
+    parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
+    parser.add_argument("--resume", type=int, metavar="RUN", help="finish run RUN of the store (corpus, targets, order, limit, seed come from it)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    budget = parse_duration(args.budget) if args.budget else None
+    timeout = parse_duration(args.timeout) if args.timeout else None
+    if args.workers is not None and args.workers < 1:
+        raise OperaError("--workers must be at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise OperaError("--limit must be at least 1")
+    if args.resume is not None:
+        given = [flag for flag, value in (("CORPUS", args.corpus), ("--target", args.target), ("--order", args.order),
+                                          ("--limit", args.limit), ("--oracle-config", args.oracle_config))
+                 if value]
+        if given:
+            raise OperaError(f"--resume takes {', '.join(given)} from the stored run; leave them out")
+        summary = resume_run(args.store, args.resume, workers=args.workers, timeout_s=timeout, budget_s=budget,
+                             show_progress=not args.quiet)
+    else:
+        if not args.corpus:
+            raise OperaError("no corpus file given")
+        config = RunConfig(
+            corpus=list(args.corpus),
+            targets=list(args.target),
+            store=args.store,
+            seed=args.seed,
+            timeout_s=timeout if timeout is not None else 60.0,
+            workers=args.workers or 0,
+            limit=args.limit,
+            order=args.order,
+            budget_s=budget,
+            max_rss_bytes=_size(args.max_rss) if args.max_rss else None,
+            oracle_config=args.oracle_config,
+            unsupported_config=args.unsupported_config,
+            reproducers=not args.no_reproducers,
+        )
+        summary = start_run(config, show_progress=not args.quiet)
+    print(summary.render(args.store))
+    if summary.status == RUN_INTERRUPTED:
+        return 130
+    sys.stdout.flush()
+    return 0
