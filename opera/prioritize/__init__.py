@@ -1,0 +1,93 @@
+"""Test prioritization: order a corpus so diverse tests run first (DESIGN.md section 9).
+
+``prioritize`` runs one registered strategy over the instances of a corpus and returns an
+``Ordering``; ``write_order``/``read_order`` handle the order file the runner reads with ``--order``:
+plain text, one instance id per line, ``#`` header comments (``# strategy: opera`` ...).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opera.errors import OperaError
+from opera.model import OperatorInstance
+from opera.prioritize.strategies import PrioritizeContext, Strategy, get_strategy, register_strategy, strategy_names
+
+__all__ = [
+    "Ordering",
+    "PrioritizeContext",
+    "Strategy",
+    "get_strategy",
+    "prioritize",
+    "read_order",
+    "register_strategy",
+    "strategy_names",
+    "write_order",
+]
+
+
+@dataclass
+class Ordering:
+    ids: list[str]
+    strategy: str
+    seconds: float  # wall time of the strategy itself (counted into time-to-bug curves)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def prioritize(instances: Iterable[OperatorInstance], strategy: str, ctx: PrioritizeContext | None = None) -> Ordering:
+    ctx = ctx or PrioritizeContext()
+    impl = get_strategy(strategy)
+    impl.check(ctx)
+    start = time.perf_counter()
+    ids = impl.order(instances, ctx)
+    seconds = time.perf_counter() - start
+    if len(set(ids)) != len(ids):
+        raise RuntimeError(f"strategy {strategy} returned duplicate ids")
+    return Ordering(ids=ids, strategy=strategy, seconds=seconds, notes=dict(ctx.notes))
+
+
+def write_order(path: str | os.PathLike[str], ids: Iterable[str], header: Mapping[str, Any]) -> int:
+    """Write an order file; header values go on ``# key: value`` lines. Returns the id count."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    n = 0
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("# opera order\n")
+        for key, value in header.items():
+            text = " ".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+            f.write(f"# {key}: {text}\n")
+        for iid in ids:
+            f.write(iid + "\n")
+            n += 1
+    os.replace(tmp, p)
+    return n
+
+
+def read_order(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, str]]:
+    """(ids, header) of an order file."""
+    p = Path(path)
+    if not p.exists():
+        raise OperaError(f"order file not found: {p}")
+    ids: list[str] = []
+    header: dict[str, str] = {}
+    seen: set[str] = set()
+    with open(p, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("#"):
+                key, sep, value = text[1:].partition(":")
+                if sep:
+                    header[key.strip()] = value.strip()
+                continue
+            if " " in text or text in seen:
+                raise OperaError(f"{p}:{lineno}: {'duplicate id' if text in seen else 'not an instance id'} {text!r}")
+            seen.add(text)
+            ids.append(text)
+    return ids, header

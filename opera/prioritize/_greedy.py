@@ -1,0 +1,224 @@
+"""The greedy diversity ordering behind the ``opera``, ``op-only`` and ``param-only`` strategies.
+
+Paper section III-B3: repeatedly take the test with the highest operator score x parameter
+diversity, mark its partitions covered for its operator, re-score. Two facts make this cheap:
+
+* Coverage is per operator, so a pick changes the scores of that operator's tests only. The engine
+  keeps one candidate heap per operator and a small global heap with one exact entry per operator
+  (its best candidate's priority); after a pick only the picked operator's entry is refreshed.
+* Diversity only decreases as coverage grows, so a candidate heap can be re-scored lazily: an entry
+  computed under the operator's current coverage version is exact; a stale one is re-scored and
+  pushed back. A pick that covers nothing new does not bump the version.
+
+Each instance's elements (parameter partitions and their pairs) are interned once to ints, and
+instances with the same elements share one tuple, so the loop does no hashing of values and a
+million-instance corpus stays in memory as ids, operator indices and shared tuples.
+
+Ties are deterministic: equal priorities prefer the operator picked fewer times so far (which also
+makes the phase after every partition is covered a round-robin over operators), then the higher
+operator score, then the operator seen first; within an operator, the instance seen first.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from opera.model import OperatorInstance
+from opera.prioritize.partitions import instance_singles, operator_key
+
+__all__ = ["CompiledCorpus", "ElementInterner", "compile_corpus", "greedy_order", "operator_scores"]
+
+
+@dataclass
+class ElementInterner:
+    """(operator, parameter partition) singles and pairs -> dense ints, shared by corpus and equipped."""
+
+    singles: dict[tuple[int, object], int] = field(default_factory=dict)
+    pairs: dict[tuple[int, int], int] = field(default_factory=dict)
+    patterns: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = field(default_factory=dict)
+    ops: dict[str, int] = field(default_factory=dict)
+    count: int = 0
+
+    def op_index(self, api: str) -> int:
+        index = self.ops.get(api)
+        if index is None:
+            index = self.ops[api] = len(self.ops)
+        return index
+
+    def elements(self, op: int, inst: OperatorInstance) -> tuple[int, ...]:
+        singles = instance_singles(inst)
+        ids = []
+        for s in singles:
+            key = (op, s)
+            sid = self.singles.get(key)
+            if sid is None:
+                sid = self.singles[key] = self.count
+                self.count += 1
+            ids.append(sid)
+        pattern_key = (op, tuple(ids))
+        cached = self.patterns.get(pattern_key)
+        if cached is not None:
+            return cached
+        elems = list(ids)
+        n = len(ids)
+        for i in range(n):
+            a = ids[i]
+            for j in range(i + 1, n):
+                pk = (a, ids[j])
+                pid = self.pairs.get(pk)
+                if pid is None:
+                    pid = self.pairs[pk] = self.count
+                    self.count += 1
+                elems.append(pid)
+        result = tuple(elems)
+        self.patterns[pattern_key] = result
+        return result
+
+
+@dataclass
+class CompiledCorpus:
+    ids: list[str]
+    op_of: list[int]
+    elements: list[tuple[int, ...]]
+    interner: ElementInterner
+
+    @property
+    def op_names(self) -> list[str]:
+        return list(self.interner.ops)
+
+
+def compile_corpus(instances: Iterable[OperatorInstance], interner: ElementInterner | None = None) -> CompiledCorpus:
+    """Intern every instance once; duplicates (same id) are kept once, first occurrence wins."""
+    interner = interner or ElementInterner()
+    seen: set[str] = set()
+    ids: list[str] = []
+    op_of: list[int] = []
+    elements: list[tuple[int, ...]] = []
+    for inst in instances:
+        iid = inst.id
+        if iid in seen:
+            continue
+        seen.add(iid)
+        op = interner.op_index(operator_key(inst))
+        ids.append(iid)
+        op_of.append(op)
+        elements.append(interner.elements(op, inst))
+    return CompiledCorpus(ids=ids, op_of=op_of, elements=elements, interner=interner)
+
+
+def operator_scores(corpus_counts: Counter[str], equipped_counts: Counter[str]) -> dict[str, float]:
+    """``Num_DLL / (Num_DLC + 1)``: add-one smoothing defines the score of an operator the compiler's
+    own tests never use (Num_DLC = 0) as its library count, and keeps every score finite and > 0."""
+    return {api: n / (equipped_counts.get(api, 0) + 1) for api, n in corpus_counts.items()}
+
+
+def greedy_order(
+    corpus: CompiledCorpus,
+    op_score: Sequence[float],
+    *,
+    use_diversity: bool = True,
+    precovered: Iterable[int] = (),
+) -> list[str]:
+    """Greedy order by ``op_score[op] * diversity``; ``use_diversity=False`` makes diversity 1."""
+    n_ops = len(op_score)
+    covered = bytearray(corpus.interner.count)
+    for e in precovered:
+        covered[e] = 1
+    getc = covered.__getitem__
+    elements = corpus.elements
+    version = [0] * n_ops
+    picks = [0] * n_ops
+
+    def diversity(i: int) -> float:
+        el = elements[i]
+        return (len(el) - sum(map(getc, el))) / len(el)
+
+    # Candidate heaps: (-diversity, index, version).
+    heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(n_ops)]
+    for i, op in enumerate(corpus.op_of):
+        heaps[op].append((-diversity(i) if use_diversity else -1.0, i, 0))
+    for h in heaps:
+        heapq.heapify(h)
+
+    def best(op: int) -> tuple[float, int] | None:
+        h = heaps[op]
+        v = version[op]
+        while h:
+            negd, i, ver = h[0]
+            if ver == v or not use_diversity:
+                return -negd, i
+            heapq.heapreplace(h, (-diversity(i), i, v))
+        return None
+
+    def op_entry(op: int, div: float) -> tuple[float, int, float, int]:
+        s = op_score[op]
+        return (-(s * div), picks[op], -s, op)
+
+    top: list[tuple[float, int, float, int]] = []
+    for op in range(n_ops):
+        b = best(op)
+        if b is not None:
+            top.append(op_entry(op, b[0]))
+    heapq.heapify(top)
+
+    order: list[str] = []
+    ids = corpus.ids
+    while top:
+        _, _, _, op = top[0]
+        b = best(op)
+        assert b is not None
+        _, i = b
+        heapq.heappop(heaps[op])
+        order.append(ids[i])
+        picks[op] += 1
+        if use_diversity:
+            new = False
+            for e in elements[i]:
+                if not covered[e]:
+                    covered[e] = 1
+                    new = True
+            if new:
+                version[op] += 1
+        nb = best(op)
+        if nb is None:
+            heapq.heappop(top)
+        else:
+            heapq.heapreplace(top, op_entry(op, nb[0]))
+    return order
+
+
+def diversity_order(
+    instances: Iterable[OperatorInstance],
+    equipped: Sequence[OperatorInstance],
+    *,
+    use_op_score: bool,
+    use_diversity: bool,
+    precover_equipped: bool,
+    notes: dict[str, object] | None = None,
+) -> list[str]:
+    """Compile the corpus, score operators against the equipped corpus, run the greedy order."""
+    corpus = compile_corpus(instances)
+    interner = corpus.interner
+    counts = Counter(corpus.op_of)
+    corpus_counts = Counter({api: counts[i] for api, i in interner.ops.items()})
+    equipped_counts = Counter(operator_key(inst) for inst in equipped)
+    scores = operator_scores(corpus_counts, equipped_counts)
+    op_score = [scores[api] if use_op_score else 1.0 for api in interner.ops]
+    precovered: list[int] = []
+    if use_diversity and precover_equipped:
+        known = dict(interner.ops)
+        for inst in equipped:
+            op = known.get(operator_key(inst))
+            if op is not None:  # an operator the corpus does not use cannot matter
+                precovered.extend(interner.elements(op, inst))
+    if notes is not None:
+        notes.update(
+            operators=len(interner.ops),
+            operators_in_equipped=sum(1 for api in interner.ops if equipped_counts.get(api)),
+            elements=interner.count,
+            precovered_elements=len(set(precovered)),
+        )
+    return greedy_order(corpus, op_score, use_diversity=use_diversity, precovered=precovered)

@@ -1,0 +1,164 @@
+"""Value-space partitions of operator parameters (paper section III-B2, DESIGN.md section 9).
+
+Each parameter value falls into one partition (an equivalence class of values expected to test the
+frontend alike):
+
+* finite sets (bool, str, bytes, dtype, enum, callable, None, library objects): each value;
+* integers: ``(-inf, -2]``, ``-1``, ``0``, ``1``, ``[2, inf)``;
+* floats: ``< 0``, ``0``, ``> 0`` (NaN its own class);
+* tensors (``TensorSpec`` and exact numpy arrays alike): dtype x rank ``{0, 1, 2, 3, 4, 5, >=6}`` x
+  the integer partition of each dimension (an unknown dimension is its own class);
+* lists/tuples (shapes, kernel sizes, pads): container kind x length class x the partition of each
+  element (lists longer than 6 elements: the set of element partitions);
+* numpy scalars: dtype x the partition of the value.
+
+A *parameter* is named by where it sits (positional args by position, kwargs by name, inputs by
+position; ONNX: inputs by position, attributes by name). An instance's *elements* are its
+(parameter, partition) singles and all pairs of singles; an instance without parameters has one
+element, so a first use of a parameterless operator still counts as new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Hashable
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from opera.model import InstanceKind, OperatorInstance
+from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
+
+__all__ = [
+    "MAX_LIST_ELEMENTS",
+    "RANK_CAP",
+    "float_partition",
+    "instance_elements",
+    "instance_singles",
+    "int_partition",
+    "named_parameters",
+    "operator_key",
+    "partition",
+]
+
+RANK_CAP = 6  # ranks >= 6 share one class
+MAX_LIST_ELEMENTS = 6
+NO_PARAMETERS: tuple[str] = ("<no-parameters>",)
+
+
+def int_partition(x: int) -> int:
+    """``(-inf,-2] -> -2``, ``-1``, ``0``, ``1``, ``[2,inf) -> 2``."""
+    if x <= -2:
+        return -2
+    if x >= 2:
+        return 2
+    return int(x)
+
+
+def float_partition(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if x < 0:
+        return "<0"
+    if x > 0:
+        return ">0"
+    return "0"
+
+
+def _dim_partition(d: Any) -> int | str:
+    return "?" if d is None else int_partition(int(d))
+
+
+def tensor_partition(dtype: str, shape: tuple[Any, ...]) -> tuple[Hashable, ...]:
+    rank = len(shape)
+    return ("tensor", dtype, min(rank, RANK_CAP), tuple(_dim_partition(d) for d in shape))
+
+
+def _short(b: bytes) -> str:
+    return b.decode("latin-1") if len(b) <= 32 else "sha1:" + hashlib.sha1(b).hexdigest()
+
+
+def partition(value: Any) -> Hashable:
+    """The partition (a hashable key) a neutral value falls into."""
+    if value is None:
+        return ("none",)
+    if isinstance(value, (bool, np.bool_)):
+        return ("bool", bool(value))
+    if isinstance(value, np.generic):
+        item = value.item()
+        name = str(value.dtype)
+        if isinstance(item, bool):
+            return ("scalar", name, item)
+        if isinstance(item, int):
+            return ("scalar", name, int_partition(item))
+        if isinstance(item, float):
+            return ("scalar", name, float_partition(item))
+        return ("scalar", name)
+    if isinstance(value, int):
+        return ("int", int_partition(value))
+    if isinstance(value, float):
+        return ("float", float_partition(value))
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, TensorSpec):
+        return tensor_partition(value.dtype, value.shape)
+    if isinstance(value, np.ndarray):
+        return tensor_partition(str(value.dtype), value.shape)
+    if isinstance(value, (list, tuple)):
+        kind = "list" if isinstance(value, list) else "tuple"
+        if len(value) > MAX_LIST_ELEMENTS:
+            parts = sorted({partition(v) for v in value}, key=repr)
+            return (kind, ">6", tuple(parts))
+        return (kind, len(value), tuple(partition(v) for v in value))
+    if isinstance(value, complex):
+        return ("complex", float_partition(value.real), float_partition(value.imag))
+    if isinstance(value, bytes):
+        return ("bytes", _short(value))
+    if isinstance(value, DType):
+        return ("dtype", value.name)
+    if isinstance(value, EnumValue):
+        return ("enum", value.type, value.name)
+    if isinstance(value, CallableRef):
+        return ("callable", value.qualname)
+    if isinstance(value, ObjectSpec):
+        return ("object", value.api)
+    if isinstance(value, Opaque):
+        return ("opaque", value.type)
+    if isinstance(value, dict):
+        return ("dict", len(value))
+    if isinstance(value, slice):
+        return ("slice", partition(value.start), partition(value.stop), partition(value.step))
+    if value is Ellipsis:
+        return ("ellipsis",)
+    return ("other", type(value).__name__)
+
+
+def operator_key(inst: OperatorInstance) -> str:
+    """The operator an instance exercises: its api, plus the ONNX domain when not the default one
+    (``onnx::Attention`` of ai.onnx and of com.microsoft are different operators)."""
+    domain = inst.extra.get("domain") if inst.extra else None
+    return f"{inst.api}@{domain}" if domain and domain != "ai.onnx" else inst.api
+
+
+def named_parameters(inst: OperatorInstance) -> list[tuple[str, Any]]:
+    """(parameter name, value) pairs: positional args by position, kwargs by name, inputs by position."""
+    params: list[tuple[str, Any]] = []
+    if inst.kind is not InstanceKind.ONNX_NODE:
+        params.extend((f"arg{i}", v) for i, v in enumerate(inst.args))
+    params.extend((f"kw:{k}", inst.kwargs[k]) for k in sorted(inst.kwargs))
+    params.extend((f"in{i}", v) for i, v in enumerate(inst.inputs))
+    return params
+
+
+def instance_singles(inst: OperatorInstance) -> list[Hashable]:
+    """The instance's (parameter name, partition) singles."""
+    singles: list[Hashable] = [(name, partition(value)) for name, value in named_parameters(inst)]
+    return singles or [NO_PARAMETERS]
+
+
+def instance_elements(inst: OperatorInstance) -> tuple[list[Hashable], list[tuple[Hashable, Hashable]]]:
+    """The instance's (parameter, partition) singles and their pairs, without the operator."""
+    singles = instance_singles(inst)
+    return singles, list(combinations(singles, 2))
