@@ -21,6 +21,7 @@ VERBS: dict[str, str] = {
     "stats": "opera.commands.stats",
     "manifest": "opera.commands.manifest",
     "targets": "opera.commands.targets",
+    "prioritize": "opera.commands.prioritize",
     "run": "opera.commands.run",
     "bugs": "opera.commands.bugs",
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,9 @@ __all__ = [
     "PrioritizeContext",
     "Strategy",
     "get_strategy",
+    "load_equipped",
     "prioritize",
+    "prioritize_files",
     "read_order",
     "register_strategy",
     "strategy_names",
@@ -91,3 +93,81 @@ def read_order(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, str]]
             seen.add(text)
             ids.append(text)
     return ids, header
+
+
+def _is_opera_corpus(path: Path) -> bool:
+    return path.name.endswith((".jsonl", ".jsonl.gz", ".json.gz"))
+
+
+def _check_library(instances: Iterable[OperatorInstance], library: str | None, path: str, target: str | None) -> Iterator[OperatorInstance]:
+    for inst in instances:
+        if library is not None and inst.library != library:
+            raise OperaError(f"{path} holds {inst.library} instances ({inst.api}); target {target} consumes {library} instances")
+        yield inst
+
+
+def load_equipped(paths: Sequence[str | os.PathLike[str]], library: str | None = None, target: str | None = None) -> list[OperatorInstance]:
+    """Instances of equipped corpora: the artifact's line format or Opera corpora (.jsonl[.gz])."""
+    from opera.corpus import read_corpus
+    from opera.equipped import EquippedReader
+
+    out: list[OperatorInstance] = []
+    for path in paths:
+        p = Path(path)
+        if not p.exists():
+            raise OperaError(f"equipped corpus not found: {p}")
+        if _is_opera_corpus(p):
+            source: Iterable[OperatorInstance] = read_corpus(p)
+        else:
+            try:
+                source = list(EquippedReader(p))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise OperaError(f"{p}: not an equipped corpus: {exc}") from None
+        out.extend(_check_library(source, library, str(p), target))
+    return out
+
+
+def prioritize_files(
+    corpus: Sequence[str | os.PathLike[str]],
+    *,
+    target: str,
+    strategy: str,
+    equipped: Sequence[str | os.PathLike[str]] = (),
+    seed: int = 0,
+    coverage: str | os.PathLike[str] | None = None,
+    precover_equipped: bool = True,
+) -> tuple[Ordering, dict[str, Any]]:
+    """Order corpus files for ``target``; returns the ordering and the order-file header."""
+    from opera.corpus import read_corpus
+    from opera.targets import get_target
+
+    library = get_target(target).library
+    impl = get_strategy(strategy)
+    ctx = PrioritizeContext(
+        target=target,
+        library=library,
+        seed=seed,
+        coverage=Path(coverage) if coverage is not None else None,
+        precover_equipped=precover_equipped,
+    )
+    impl.check(ctx)
+    ctx.equipped = load_equipped(equipped, library, target)
+
+    def instances() -> Iterator[OperatorInstance]:
+        for path in corpus:
+            yield from _check_library(read_corpus(path), library, str(path), target)
+
+    ordering = prioritize(instances(), strategy, ctx)
+    header: dict[str, Any] = {
+        "strategy": strategy,
+        "target": target,
+        "corpus": [str(p) for p in corpus],
+        "equipped": [str(p) for p in equipped] or "none",
+        "precover_equipped": precover_equipped if strategy in ("opera", "param-only") else "n/a",
+        "seed": seed if impl.uses_seed else "n/a",
+        "instances": len(ordering.ids),
+        "prioritization_seconds": round(ordering.seconds, 3),
+    }
+    if coverage is not None:
+        header["coverage"] = str(coverage)
+    return ordering, header
