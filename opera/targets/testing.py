@@ -6,7 +6,7 @@ Both consume ``onnx`` instances through the real ONNX template and use onnxrunti
 - ``test-wrong``: a correct conversion whose outputs are off by one (``+1``, booleans negated):
   the oracle must report every test ``inconsistent``.
 - ``test-faults``: misbehaves as the instance's ``source.test`` asks, ``fault:<kind>[@<stage>]``
-  with kind ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``alloc``
+  with kind ``slow`` (sleeps 0.25 s, then passes), ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``alloc``
   (allocates without bound), ``raise`` (a Python exception: ``crash``) or ``unsupported`` (an
   exception matched by ``opera/unsupported.toml``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
@@ -119,6 +119,8 @@ def _inject(kind: str) -> None:
         ctypes.string_at(0)  # reads address 0: SIGSEGV
     elif kind == "abort":
         os.abort()
+    elif kind == "slow":  # a slow but correct compiler (resume tests kill a run mid-way)
+        time.sleep(0.25)
     elif kind == "hang":
         while True:
             time.sleep(3600)
@@ -174,6 +176,7 @@ class TestFaultsTarget(_OrtTarget):
 _FAULT_CODE = {
     "segv": "import ctypes\nctypes.string_at(0)",
     "abort": "import os\nos.abort()",
+    "slow": "import time\ntime.sleep(0.25)",
     "hang": "import time\nwhile True:\n    time.sleep(3600)",
     "alloc": "blocks = []\nwhile True:\n    blocks.append(np.ones(8 << 20))",
     "raise": "raise RuntimeError('injected fault in the test-faults target')",

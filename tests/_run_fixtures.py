@@ -1,0 +1,114 @@
+"""Small ONNX corpora for the runner tests (real instances through the real ONNX template)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from opera.corpus import CorpusWriter
+from opera.model import InstanceKind, OperatorInstance, Source
+from opera.values import Opaque
+
+ONNX_EXTRA = {"opset": 17, "domain": "", "n_outputs": 1}
+
+
+def relu(values: np.ndarray, test: str = "plain") -> OperatorInstance:
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::Relu",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(np.asarray(values, np.float32),),
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test=test),
+    )
+
+
+def relus(n: int, start: int = 0, test: str = "plain") -> list[OperatorInstance]:
+    """``n`` distinct Relu instances (distinct inputs, so distinct ids)."""
+    return [relu(np.linspace(-1, 1, 6).reshape(2, 3) + k, test) for k in range(start, start + n)]
+
+
+def fault(kind: str, k: int) -> OperatorInstance:
+    """A Relu instance that makes the ``test-faults`` target misbehave (``kind[@stage]``)."""
+    return relu(np.full((1, 3), float(k + 1)), test=f"fault:{kind}")
+
+
+def add(shape_a: tuple[int, ...], shape_b: tuple[int, ...], seed: int = 0) -> OperatorInstance:
+    rng = np.random.default_rng(seed)
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::Add",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(rng.standard_normal(shape_a).astype(np.float32), rng.standard_normal(shape_b).astype(np.float32)),
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test="add"),
+    )
+
+
+def tfidf() -> OperatorInstance:
+    """TfIdfVectorizer: onnxruntime runs it; TVM and OpenVINO have no converter for it."""
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::TfIdfVectorizer",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(np.array([[1, 1, 3, 3, 3, 7], [8, 6, 7, 5, 6, 8]], np.int32),),
+        kwargs={
+            "mode": "TF",
+            "min_gram_length": 2,
+            "max_gram_length": 2,
+            "max_skip_count": 0,
+            "ngram_counts": [0, 4],
+            "ngram_indexes": [0, 1, 2, 3, 4, 5, 6],
+            "pool_int64s": [2, 3, 5, 4, 5, 6, 7, 8, 6, 7],
+        },
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test="tfidf"),
+    )
+
+
+def random_uniform_like() -> OperatorInstance:
+    """No seed attribute: onnxruntime draws new values on every run (nondeterministic)."""
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::RandomUniformLike",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(np.zeros((4, 5), np.float32),),
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test="random"),
+    )
+
+
+def dropout() -> OperatorInstance:
+    """torch.nn.functional.dropout in training mode: random on every call."""
+    return OperatorInstance(
+        library="torch",
+        api="torch.nn.functional.dropout",
+        kind=InstanceKind.FUNCTION,
+        args=(np.ones((8, 8), np.float32),),
+        kwargs={"p": 0.5, "training": True},
+        source=Source(suite="opera-tests", test="dropout"),
+    )
+
+
+def rejected(k: int) -> OperatorInstance:
+    """Marked invalid by the validity gate."""
+    return relu(np.full((1, 2), float(k)), test="rejected").with_verdict(False, "library rejected it")
+
+
+def opaque() -> OperatorInstance:
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::Relu",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(Opaque("torch.Generator", "cannot be rebuilt"),),
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test="opaque"),
+    )
+
+
+def write(path: Path, instances: list[OperatorInstance]) -> Path:
+    with CorpusWriter(path) as writer:
+        for inst in instances:
+            writer.write(inst)
+    return path

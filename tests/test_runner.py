@@ -1,0 +1,118 @@
+"""The runner over the test-only targets: oracles, isolation of faulty workers, reproducers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _run_fixtures import dropout, fault, opaque, rejected, relus, write
+
+from opera.errors import OperaError
+from opera.outcomes import Outcome, Stage
+from opera.runner import RunConfig, parse_duration, plan_tests, read_order, start_run
+from opera.store import ResultStore
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def _run(tmp_path, corpus, targets, **kw):
+    store = str(tmp_path / "opera.db")
+    config = RunConfig(corpus=[str(corpus)], targets=targets, store=store, workers=kw.pop("workers", 1), **kw)
+    summary = start_run(config, show_progress=False)
+    with ResultStore(store) as db:
+        results = db.results(summary.run_id)
+        bugs = db.bugs(summary.run_id)
+    return summary, results, bugs
+
+
+def test_wrong_target_is_inconsistent_invalids_recorded_and_reproducer_shows_it(tmp_path) -> None:
+    instances = relus(3) + [rejected(7), opaque()]
+    corpus = write(tmp_path / "c.jsonl", instances)
+    summary, results, bugs = _run(tmp_path, corpus, ["test-wrong"])
+    by_id = {r.instance_id: r for r in results}
+    assert len(results) == len(instances) and summary.status == "complete"
+    for inst in instances[:3]:
+        r = by_id[inst.id]
+        assert r.outcome is Outcome.INCONSISTENT and r.stage is Stage.COMPARE
+        assert r.distance == pytest.approx(1.0)
+    assert by_id[instances[3].id].outcome is Outcome.INVALID and "validity gate" in by_id[instances[3].id].message
+    assert by_id[instances[4].id].outcome is Outcome.INVALID and "not migratable" in by_id[instances[4].id].message
+    assert [b.signature for b in bugs] == ["inconsistent:test-wrong:onnx::Relu"]
+    assert summary.new_signatures == ["inconsistent:test-wrong:onnx::Relu"]
+    # the reproducer stands alone: run it without Opera on the path
+    script = bugs[0].reproducer
+    assert script is not None and script.endswith(".py")
+    assert "opera" not in [line.split()[1].split(".")[0] for line in open(script) if line.startswith(("import ", "from "))]
+    proc = subprocess.run([sys.executable, "-I", script], capture_output=True, text=True, timeout=60, env=ENV)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "REPRODUCED" in proc.stdout and "distance 1" in proc.stdout
+
+
+def test_same_seed_same_verdicts(tmp_path) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(2))
+    first = _run(tmp_path, corpus, ["test-wrong"])[1]
+    second = _run(tmp_path, corpus, ["test-wrong"])[1]
+    assert [(r.instance_id, r.outcome, r.distance) for r in first] == [(r.instance_id, r.outcome, r.distance) for r in second]
+
+
+def test_faulty_workers_are_replaced_and_recorded(tmp_path) -> None:
+    kinds = ["segv", "abort@compile", "hang", "alloc@run", "raise", "unsupported@run"]
+    faulty = [fault(kind, k) for k, kind in enumerate(kinds)]
+    good = relus(3)
+    corpus = write(tmp_path / "c.jsonl", [good[0], *faulty[:3], good[1], *faulty[3:], good[2]])
+    summary, results, _ = _run(
+        tmp_path, corpus, ["test-faults"], workers=2, timeout_s=4.0, max_rss_bytes=512 << 20
+    )
+    by_kind = {inst.source.test[len("fault:"):]: next(r for r in results if r.instance_id == inst.id) for inst in faulty}
+    assert len(results) == 9 and summary.status == "complete"
+    assert all(r.outcome is Outcome.PASS for r in results if r.instance_id in {g.id for g in good})
+    assert by_kind["segv"].outcome is Outcome.NATIVE_CRASH and "SIGSEGV" in (by_kind["segv"].signature or "")
+    assert by_kind["segv"].stage is Stage.CONVERT
+    assert by_kind["abort@compile"].outcome is Outcome.NATIVE_CRASH and by_kind["abort@compile"].stage is Stage.COMPILE
+    assert "SIGABRT" in by_kind["abort@compile"].message
+    assert by_kind["hang"].outcome is Outcome.TIMEOUT and by_kind["hang"].duration >= 4.0
+    # unbounded allocation: the parent's RSS watch kills the worker -> native-crash, cause "memory"
+    assert by_kind["alloc@run"].outcome is Outcome.NATIVE_CRASH and by_kind["alloc@run"].stage is Stage.RUN
+    assert (by_kind["alloc@run"].signature or "").endswith(":memory")
+    assert by_kind["raise"].outcome is Outcome.CRASH
+    assert by_kind["raise"].signature == "crash:test-faults:opera/targets/testing.py:_inject:RuntimeError"
+    assert by_kind["unsupported@run"].outcome is Outcome.UNSUPPORTED and by_kind["unsupported@run"].signature is None
+
+
+def test_plan_order_limit_and_durations(tmp_path) -> None:
+    instances = {i.id: i for i in relus(4)}
+    ids = list(instances)
+    order_file = tmp_path / "order.txt"
+    order_file.write_text(f"# best first\n{ids[2]}\n\n{ids[0]}  # a comment\n")
+    notes: list[str] = []
+    planned = plan_tests(instances, {"test-wrong": "onnx", "tvm-torch": "torch"}, order=read_order(order_file), notes=notes)
+    assert [p[0] for p in planned] == [ids[2], ids[0], ids[1], ids[3]]  # the rest follow in corpus order
+    assert all(t == "test-wrong" for _, t in planned) and "2 corpus instance(s)" in notes[0]
+    assert len(plan_tests(instances, {"test-wrong": "onnx"}, limit=2)) == 2
+    with pytest.raises(OperaError, match="not in the corpus"):
+        plan_tests(instances, {"test-wrong": "onnx"}, order=["deadbeef"])
+    with pytest.raises(OperaError, match="nothing to run"):
+        plan_tests(instances, {"tvm-torch": "torch"})
+    assert [parse_duration(s) for s in ("90s", "30m", "2h", "1h30m", "45")] == [90, 1800, 7200, 5400, 45]
+    for bad in ("", "10x", "1h-5m", "0s", "m"):
+        with pytest.raises(OperaError):
+            parse_duration(bad)
+
+
+def test_chebyshev_distance_of_real_outputs_recorded_for_passes(tmp_path) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(1))
+    _, results, _ = _run(tmp_path, corpus, ["test-faults"])
+    assert results[0].outcome is Outcome.PASS and results[0].distance == 0.0
+    assert np.isfinite(results[0].duration) and results[0].duration > 0
+
+
+def test_library_disagreeing_with_itself_is_nondeterministic(tmp_path) -> None:
+    """F.dropout(training=True) draws a new mask on every call: the two reference runs differ.
+    (onnxruntime's Random* ops are NOT caught this way: a fresh session repeats the same values.)"""
+    corpus = write(tmp_path / "c.jsonl", [dropout()])
+    _, results, bugs = _run(tmp_path, corpus, ["inductor-torch"])
+    assert results[0].outcome is Outcome.NONDETERMINISTIC and results[0].stage is Stage.REFERENCE
+    assert results[0].distance is not None and results[0].distance > 0 and bugs == []
