@@ -292,7 +292,8 @@ def resume_run(
     executor_factory: Callable[[int, WorkerSettings], Executor] | None = None,
 ) -> RunSummary:
     """Finish a run: the planned tests with no result yet. Corpus, targets, order, limit and seed
-    come from the stored run; worker count, timeout and budget may be changed."""
+    come from the stored run; worker count and timeout may be changed. The run's original budget
+    is not applied again (resuming means finishing); pass ``budget_s`` to bound the resumption."""
     if not Path(store_path).exists():
         raise OperaError(f"store not found: {store_path}")
     with ResultStore(store_path) as store:
@@ -303,7 +304,7 @@ def resume_run(
             config.workers = workers
         if timeout_s is not None:
             config.timeout_s = timeout_s
-        config.budget_s = budget_s if budget_s is not None else config.budget_s
+        config.budget_s = budget_s  # resuming means finishing: the stored budget is not re-applied
         _check_configs(config)
         _resolve_targets(config.targets)
         instances = load_instances(config.corpus)

@@ -1,0 +1,158 @@
+"""`opera run` / `opera bugs` / `opera targets` end to end: SIGKILL + resume, user errors, real compilers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _run_fixtures import add, fault, relus, tfidf, write
+
+from opera.cli import main
+from opera.outcomes import Outcome
+from opera.runner import RunConfig, start_run
+from opera.store import ResultStore
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+OPERA = [sys.executable, "-m", "opera.cli"]
+
+
+def _count(store: Path) -> int:
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_sigkill_mid_run_then_resume_runs_each_test_exactly_once(tmp_path, capsys) -> None:
+    # 20 instances x 2 targets; test-faults is slow on "fault:slow" (0.25 s per test)
+    instances = [fault("slow", k) for k in range(20)]
+    corpus = write(tmp_path / "c.jsonl", instances)
+    store = tmp_path / "opera.db"
+    cmd = [*OPERA, "run", str(corpus), "-t", "test-faults", "-t", "test-wrong", "--store", str(store), "--workers", "2", "-q"]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while _count(store) < 8 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    done_before = _count(store)
+    assert 8 <= done_before < 40, f"the run was not killed mid-way ({done_before} results)"
+    assert workers, "no worker processes seen"
+    time.sleep(1.0)
+    assert not [p for p in workers if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[1][:3]], "workers outlived the killed run"
+    with ResultStore(store) as db:
+        assert db.get_run(1).status == "running"
+        before = {(r.instance_id, r.target): r for r in db.results(1)}
+    assert main(["run", "--store", str(store), "--resume", "1", "-q"]) == 0
+    with ResultStore(store) as db:
+        results = db.results(1)
+        planned = {(p.instance_id, p.target) for p in db.planned(1)}
+        assert db.get_run(1).status == "complete"
+        bugs = db.bugs(1)
+    pairs = [(r.instance_id, r.target) for r in results]
+    assert len(pairs) == len(set(pairs)) == 40 and set(pairs) == planned
+    assert set(pairs) == {(i.id, t) for i in instances for t in ("test-faults", "test-wrong")}
+    after = {(r.instance_id, r.target): r for r in results}
+    assert all(after[k].duration == v.duration for k, v in before.items())  # not run again
+    assert {r.outcome for r in results if r.target == "test-faults"} == {Outcome.PASS}
+    assert {r.outcome for r in results if r.target == "test-wrong"} == {Outcome.INCONSISTENT}
+    out = capsys.readouterr().out
+    assert "run 1: complete" in out
+    # opera bugs: one signature, its reproducer exists
+    assert main(["bugs", "--store", str(store)]) == 0
+    listing = capsys.readouterr().out
+    assert "inconsistent:test-wrong:onnx::Relu" in listing and "1 signature(s)" in listing
+    assert bugs[0].count == 20 and bugs[0].reproducer and Path(bugs[0].reproducer).exists()
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_user_errors_exit_2_with_one_line(tmp_path, capsys) -> None:
+    good = write(tmp_path / "good.jsonl", relus(2))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text().splitlines()[-1] + "\n{not json\n")
+    store = str(tmp_path / "s.db")
+    assert main(["run", str(bad), "-t", "test-wrong", "--store", store]) == 2
+    assert f"{bad}:2: malformed" in _error_line(capsys)
+    assert not Path(store).exists()  # nothing created for a run that never started
+    assert main(["run", str(good), "-t", "no-such-target", "--store", store]) == 2
+    assert "unknown target 'no-such-target'" in _error_line(capsys)
+    assert main(["run", str(good), "-t", "test-wrong", "--store", store, "--budget", "10 minutes"]) == 2
+    assert "bad duration" in _error_line(capsys)
+    order = tmp_path / "order.txt"
+    order.write_text("0123456789abcdef0123\n")
+    assert main(["run", str(good), "-t", "test-wrong", "--store", store, "--order", str(order)]) == 2
+    assert "not in the corpus" in _error_line(capsys)
+    assert main(["run", str(good), "--store", store, "--resume", "1", "-t", "test-wrong"]) == 2
+    assert "from the stored run" in _error_line(capsys)
+    assert main(["run", "--store", store, "--resume", "3"]) == 2
+    assert "store not found" in _error_line(capsys)
+
+
+def test_exit_code_of_the_real_command(tmp_path) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(1))
+    proc = subprocess.run([*OPERA, "run", str(corpus), "-t", "nope", "--store", str(tmp_path / "s.db")],
+                          capture_output=True, text=True, env=ENV, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "unknown target" in proc.stderr
+
+
+def test_budget_stops_starting_tests_and_resume_finishes(tmp_path, capsys) -> None:
+    corpus = write(tmp_path / "c.jsonl", [fault("slow", k) for k in range(12)])
+    store = str(tmp_path / "s.db")
+    assert main(["run", str(corpus), "-t", "test-faults", "--store", store, "--workers", "1", "--budget", "1s", "-q"]) == 0
+    with ResultStore(store) as db:
+        assert db.get_run(1).status == "budget-exhausted"
+        assert 0 < len(db.results(1)) < 12
+    assert "--resume 1" in capsys.readouterr().out
+    assert main(["run", "--store", store, "--resume", "1", "-q"]) == 0
+    with ResultStore(store) as db:
+        assert len(db.results(1)) == 12 and db.get_run(1).status == "complete"
+
+
+@pytest.mark.slow
+def test_real_onnx_frontends_tvm_and_openvino(tmp_path) -> None:
+    """Relu and a broadcasting Add pass on tvm-onnx and ov-onnx; TfIdfVectorizer has no converter
+    in either frontend and must be `unsupported`, not a crash."""
+    instances = [relus(1)[0], add((3, 4), (4,)), tfidf()]
+    corpus = write(tmp_path / "c.jsonl", instances)
+    store = str(tmp_path / "s.db")
+    summary = start_run(RunConfig(corpus=[str(corpus)], targets=["tvm-onnx", "ov-onnx"], store=store, workers=2),
+                        show_progress=False)
+    with ResultStore(store) as db:
+        results = {(r.api, r.target): r for r in db.results(summary.run_id)}
+    for target in ("tvm-onnx", "ov-onnx"):
+        assert results[("onnx::Relu", target)].outcome is Outcome.PASS
+        assert results[("onnx::Add", target)].outcome is Outcome.PASS
+        assert results[("onnx::Add", target)].distance is not None and results[("onnx::Add", target)].distance < 1e-5
+        unsupported = results[("onnx::TfIdfVectorizer", target)]
+        assert unsupported.outcome is Outcome.UNSUPPORTED, unsupported.message
+        assert "TfIdfVectorizer" in unsupported.message
+    assert summary.new_signatures == []
