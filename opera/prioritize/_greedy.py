@@ -38,7 +38,7 @@ class ElementInterner:
 
     singles: dict[tuple[int, object], int] = field(default_factory=dict)
     pairs: dict[tuple[int, int], int] = field(default_factory=dict)
-    patterns: dict[tuple[int, tuple[int, ...]], tuple[int, ...]] = field(default_factory=dict)
+    patterns: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict)
     ops: dict[str, int] = field(default_factory=dict)
     count: int = 0
 
@@ -49,33 +49,38 @@ class ElementInterner:
         return index
 
     def elements(self, op: int, inst: OperatorInstance) -> tuple[int, ...]:
-        singles = instance_singles(inst)
+        """Element ids of ``inst`` under operator ``op``: its singles, then its pairs.
+
+        Instances with the same singles share one tuple (the pattern cache, keyed by the single
+        ids), so pairs are interned once per distinct pattern, not once per instance.
+        """
+        singles = self.singles
         ids = []
-        for s in singles:
+        for s in instance_singles(inst):
             key = (op, s)
-            sid = self.singles.get(key)
+            sid = singles.get(key)
             if sid is None:
-                sid = self.singles[key] = self.count
+                sid = singles[key] = self.count
                 self.count += 1
             ids.append(sid)
-        pattern_key = (op, tuple(ids))
-        cached = self.patterns.get(pattern_key)
+        pattern = tuple(ids)
+        cached = self.patterns.get(pattern)
         if cached is not None:
             return cached
         elems = list(ids)
+        pairs = self.pairs
         n = len(ids)
         for i in range(n):
             a = ids[i]
             for j in range(i + 1, n):
                 pk = (a, ids[j])
-                pid = self.pairs.get(pk)
+                pid = pairs.get(pk)
                 if pid is None:
-                    pid = self.pairs[pk] = self.count
+                    pid = pairs[pk] = self.count
                     self.count += 1
                 elems.append(pid)
-        result = tuple(elems)
-        self.patterns[pattern_key] = result
-        return result
+        self.patterns[pattern] = pattern if n == 1 else tuple(elems)
+        return self.patterns[pattern]
 
 
 @dataclass

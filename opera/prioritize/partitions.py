@@ -72,30 +72,64 @@ def _dim_partition(d: Any) -> int | str:
 
 
 def tensor_partition(dtype: str, shape: tuple[Any, ...]) -> tuple[Hashable, ...]:
-    rank = len(shape)
-    return ("tensor", dtype, min(rank, RANK_CAP), tuple(_dim_partition(d) for d in shape))
+    dims = tuple("?" if d is None else (d if -1 <= d <= 1 else (2 if d > 1 else -2)) for d in shape)
+    return ("tensor", dtype, min(len(shape), RANK_CAP), dims)
 
 
 def _short(b: bytes) -> str:
     return b.decode("latin-1") if len(b) <= 32 else "sha1:" + hashlib.sha1(b).hexdigest()
 
 
+def _sequence(value: list[Any] | tuple[Any, ...]) -> Hashable:
+    kind = "list" if isinstance(value, list) else "tuple"
+    if len(value) > MAX_LIST_ELEMENTS:
+        parts = sorted({partition(v) for v in value}, key=repr)
+        return (kind, ">6", tuple(parts))
+    return (kind, len(value), tuple(partition(v) for v in value))
+
+
+def _numpy_scalar(value: np.generic) -> Hashable:
+    item = value.item()
+    name = str(value.dtype)
+    if isinstance(item, bool):
+        return ("scalar", name, item)
+    if isinstance(item, int):
+        return ("scalar", name, int_partition(item))
+    if isinstance(item, float):
+        return ("scalar", name, float_partition(item))
+    return ("scalar", name)
+
+
+# Exact-type dispatch for the common value types (the hot path of prioritizing a large corpus);
+# everything else, subclasses included, goes through the isinstance chain in ``_partition_slow``.
+_DISPATCH: dict[type, Any] = {
+    type(None): lambda v: ("none",),
+    bool: lambda v: ("bool", v),
+    int: lambda v: ("int", int_partition(v)),
+    float: lambda v: ("float", float_partition(v)),
+    str: lambda v: ("str", v),
+    TensorSpec: lambda v: tensor_partition(v.dtype, v.shape),
+    np.ndarray: lambda v: tensor_partition(str(v.dtype), v.shape),
+    list: _sequence,
+    tuple: _sequence,
+}
+
+
 def partition(value: Any) -> Hashable:
     """The partition (a hashable key) a neutral value falls into."""
+    fast = _DISPATCH.get(type(value))
+    if fast is not None:
+        return fast(value)  # type: ignore[no-any-return]
+    return _partition_slow(value)
+
+
+def _partition_slow(value: Any) -> Hashable:
     if value is None:
         return ("none",)
     if isinstance(value, (bool, np.bool_)):
         return ("bool", bool(value))
     if isinstance(value, np.generic):
-        item = value.item()
-        name = str(value.dtype)
-        if isinstance(item, bool):
-            return ("scalar", name, item)
-        if isinstance(item, int):
-            return ("scalar", name, int_partition(item))
-        if isinstance(item, float):
-            return ("scalar", name, float_partition(item))
-        return ("scalar", name)
+        return _numpy_scalar(value)
     if isinstance(value, int):
         return ("int", int_partition(value))
     if isinstance(value, float):
@@ -107,11 +141,7 @@ def partition(value: Any) -> Hashable:
     if isinstance(value, np.ndarray):
         return tensor_partition(str(value.dtype), value.shape)
     if isinstance(value, (list, tuple)):
-        kind = "list" if isinstance(value, list) else "tuple"
-        if len(value) > MAX_LIST_ELEMENTS:
-            parts = sorted({partition(v) for v in value}, key=repr)
-            return (kind, ">6", tuple(parts))
-        return (kind, len(value), tuple(partition(v) for v in value))
+        return _sequence(value)
     if isinstance(value, complex):
         return ("complex", float_partition(value.real), float_partition(value.imag))
     if isinstance(value, bytes):
@@ -153,8 +183,14 @@ def named_parameters(inst: OperatorInstance) -> list[tuple[str, Any]]:
 
 
 def instance_singles(inst: OperatorInstance) -> list[Hashable]:
-    """The instance's (parameter name, partition) singles."""
-    singles: list[Hashable] = [(name, partition(value)) for name, value in named_parameters(inst)]
+    """The instance's (parameter name, partition) singles (``named_parameters``, inlined: hot path)."""
+    singles: list[Hashable] = []
+    if inst.kind is not InstanceKind.ONNX_NODE:
+        singles.extend((f"arg{i}", partition(v)) for i, v in enumerate(inst.args))
+    kwargs = inst.kwargs
+    if kwargs:
+        singles.extend((f"kw:{k}", partition(kwargs[k])) for k in sorted(kwargs))
+    singles.extend((f"in{i}", partition(v)) for i, v in enumerate(inst.inputs))
     return singles or [NO_PARAMETERS]
 
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import random as _random
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
-from datasketch import MinHash, MinHashLSH
+
+if TYPE_CHECKING:
+    from datasketch import MinHash
 
 from opera.model import OperatorInstance
 from opera.prioritize.partitions import named_parameters
@@ -47,6 +50,8 @@ def canonical_text(inst: OperatorInstance) -> str:
 
 
 def minhash(text: str, num_perm: int = NUM_PERM) -> MinHash:
+    from datasketch import MinHash  # imported here: datasketch pulls in scipy (seconds)
+
     tokens = _TOKEN.findall(text)
     shingles = {" ".join(tokens[i : i + 3]) for i in range(max(1, len(tokens) - 2))}
     m = MinHash(num_perm=num_perm, seed=1)
@@ -61,6 +66,8 @@ class FastStrategy(Strategy):
     uses_seed = True
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
+        from datasketch import MinHashLSH
+
         ids: list[str] = []
         hashes: dict[str, MinHash] = {}
         for inst in instances:

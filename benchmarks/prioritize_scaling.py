@@ -1,0 +1,212 @@
+"""Time and peak memory of the ``opera`` prioritization strategy vs. corpus size.
+
+Synthetic corpora of 10k, 100k and 1M instances are drawn from a real corpus: operators in the
+real corpus's frequencies, each synthetic instance a real instance of that operator with its
+integers, floats and tensor dimensions perturbed (each with probability ``PERTURB``), so the
+partition structure (repeats and new partitions) resembles real data. Every instance gets a unique
+``extra["synthetic"]`` number (part of the id, not of any partition) so all ``n`` are distinct.
+Instances are streamed into the strategy, as from a corpus file; their ids are computed by the
+generator, as the corpus reader does. Also measured: the artifact's 1,013-instance ONNX corpus.
+
+Each size runs in its own subprocess (peak RSS from ``resource.getrusage``); prioritization time
+excludes generation. The growth exponent ``b`` of ``time ~ a * n^b`` is fitted (least squares in
+log-log) over the synthetic sizes. Writes ``benchmarks/results/prioritize_scaling.json``.
+
+    nice -n 10 python benchmarks/prioritize_scaling.py [--sizes 10000 100000 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "prioritize_scaling.json"
+ARTIFACT_ONNX = Path("/work/shared/opera-artifact/onnx/data/original_migrated_onnx_tc.txt")
+EQUIPPED = Path("/work/shared/equipped/tvm-0.27_equipped_onnx_tc.txt")
+PERTURB = 0.3
+
+
+def _real_corpus() -> tuple[str, list[Any]]:
+    from opera.corpus import read_corpus
+    from opera.equipped import read_equipped
+
+    for name in ("torch", "onnx", "keras"):
+        path = ROOT / "harvested" / f"{name}.jsonl.gz"
+        if path.exists() and path.stat().st_size > 0:
+            try:
+                insts = list(read_corpus(path, skip_malformed=True))
+            except Exception:
+                continue
+            if len(insts) >= 500:
+                return str(path.relative_to(ROOT)), insts
+    return str(ARTIFACT_ONNX), list(read_equipped([ARTIFACT_ONNX]))
+
+
+def _perturb_value(value: Any, rng: random.Random, seed: int) -> Any:
+    from opera.values import TensorSpec
+
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return rng.choice((-2, -1, 0, 1, 2, value * 2, value + 1)) if rng.random() < PERTURB else value
+    if isinstance(value, float):
+        return rng.choice((-1.0, 0.0, 0.5, value * 2)) if rng.random() < PERTURB else value
+    if isinstance(value, (TensorSpec, np.ndarray)):
+        dtype = value.dtype if isinstance(value, TensorSpec) else str(value.dtype)
+        shape = tuple(
+            (rng.choice((0, 1, 2, 3, 8)) if d is not None and rng.random() < PERTURB else d) for d in value.shape
+        )
+        if rng.random() < PERTURB / 3:
+            shape = shape + (1,) if rng.random() < 0.5 else shape[:-1]
+        return TensorSpec(dtype=dtype, shape=shape, seed=seed)
+    if isinstance(value, list):
+        return [_perturb_value(v, rng, seed) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_perturb_value(v, rng, seed) for v in value)
+    return value
+
+
+def synthetic(n: int, seed: int, clock: list[float]) -> Iterator[Any]:
+    """``n`` distinct synthetic instances; generation time accumulates in ``clock[0]``."""
+    t0 = time.perf_counter()
+    _, real = _real_corpus()
+    by_op: dict[str, list[Any]] = {}
+    for inst in real:
+        by_op.setdefault(inst.api, []).append(inst)
+    ops = sorted(by_op)
+    weights = [len(by_op[op]) for op in ops]
+    rng = random.Random(seed)
+    clock[0] += time.perf_counter() - t0
+    for k in range(n):
+        t0 = time.perf_counter()
+        op = rng.choices(ops, weights)[0]
+        base = rng.choice(by_op[op])
+        inst = replace(
+            base,
+            args=tuple(_perturb_value(v, rng, k) for v in base.args),
+            kwargs={key: _perturb_value(v, rng, k) for key, v in base.kwargs.items()},
+            inputs=tuple(_perturb_value(v, rng, k) for v in base.inputs),
+            extra={**base.extra, "synthetic": k},
+        )
+        inst.__dict__.pop("_id", None)
+        _ = inst.id  # the corpus reader computes ids while reading
+        clock[0] += time.perf_counter() - t0
+        yield inst
+
+
+def _equipped() -> list[Any]:
+    from opera.equipped import read_equipped
+
+    return list(read_equipped([EQUIPPED])) if EQUIPPED.exists() else []
+
+
+def measure_one(kind: str, n: int, seed: int) -> dict[str, Any]:
+    """Run in a child process: prioritize one corpus, report times and peak RSS."""
+    from opera.prioritize import PrioritizeContext, prioritize
+
+    equipped = _equipped()
+    clock = [0.0]
+    if kind == "artifact-onnx":
+        from opera.equipped import read_equipped
+
+        t0 = time.perf_counter()
+        instances: Any = list(read_equipped([ARTIFACT_ONNX]))
+        for inst in instances:
+            _ = inst.id
+        clock[0] = time.perf_counter() - t0
+        n = len(instances)
+    else:
+        instances = synthetic(n, seed, clock)
+    ctx = PrioritizeContext(equipped=equipped, precover_equipped=True)
+    generated_before = clock[0]
+    start = time.perf_counter()
+    ordering = prioritize(instances, "opera", ctx)
+    total = time.perf_counter() - start - (clock[0] - generated_before)  # minus streamed generation
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "kind": kind,
+        "n": n,
+        "ordered": len(ordering.ids),
+        "prioritize_seconds": round(total, 3),
+        "generate_seconds": round(clock[0], 3),
+        "peak_rss_mib": round(rss_kib / 1024, 1),
+        "operators": ctx.notes.get("operators"),
+        "elements": ctx.notes.get("elements"),
+    }
+
+
+def fit_exponent(points: list[tuple[int, float]]) -> float | None:
+    pts = [(math.log(n), math.log(t)) for n, t in points if t > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("-o", "--output", default=str(RESULTS))
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure_one(args.child[0], int(args.child[1]), args.seed)))
+        return 0
+    source, real = _real_corpus()
+    rows = []
+    for kind, n in [("artifact-onnx", 0)] + [("synthetic", n) for n in args.sizes]:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", kind, str(n), "--seed", str(args.seed)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            print(proc.stderr[-2000:], file=sys.stderr)
+            return 1
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(
+            f"{row['kind']:>14} n={row['n']:>9,}  prioritize {row['prioritize_seconds']:>8.2f} s  "
+            f"generate {row['generate_seconds']:>8.2f} s  peak RSS {row['peak_rss_mib']:>8.1f} MiB  "
+            f"ops {row['operators']}  elements {row['elements']}",
+            flush=True,
+        )
+    synth = [(r["n"], r["prioritize_seconds"]) for r in rows if r["kind"] == "synthetic"]
+    exponent = fit_exponent(synth)
+    print(f"growth exponent (time ~ n^b over {len(synth)} synthetic sizes): b = {exponent:.3f}" if exponent else "no fit")
+    out = {
+        "benchmark": "prioritize_scaling",
+        "strategy": "opera (equipped tvm-0.27 onnx, precovered)",
+        "template_corpus": source,
+        "template_instances": len(real),
+        "perturb_probability": PERTURB,
+        "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+        "rows": rows,
+        "growth_exponent": exponent,
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
