@@ -36,7 +36,7 @@ __all__ = ["CompiledCorpus", "ElementInterner", "compile_corpus", "greedy_order"
 class ElementInterner:
     """(operator, parameter partition) singles and pairs -> dense ints, shared by corpus and equipped."""
 
-    singles: dict[tuple[int, object], int] = field(default_factory=dict)
+    singles_by_op: list[dict[object, int]] = field(default_factory=list)
     pairs: dict[tuple[int, int], int] = field(default_factory=dict)
     patterns: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict)
     ops: dict[str, int] = field(default_factory=dict)
@@ -54,13 +54,14 @@ class ElementInterner:
         Instances with the same singles share one tuple (the pattern cache, keyed by the single
         ids), so pairs are interned once per distinct pattern, not once per instance.
         """
-        singles = self.singles
+        while len(self.singles_by_op) <= op:
+            self.singles_by_op.append({})
+        singles = self.singles_by_op[op]
         ids = []
         for s in instance_singles(inst):
-            key = (op, s)
-            sid = singles.get(key)
+            sid = singles.get(s)
             if sid is None:
-                sid = singles[key] = self.count
+                sid = singles[s] = self.count
                 self.count += 1
             ids.append(sid)
         pattern = tuple(ids)

@@ -71,9 +71,21 @@ def _dim_partition(d: Any) -> int | str:
     return "?" if d is None else int_partition(int(d))
 
 
+_TENSOR_CACHE: dict[tuple[str, tuple[Any, ...]], tuple[Hashable, ...]] = {}
+_TENSOR_CACHE_MAX = 200_000
+
+
 def tensor_partition(dtype: str, shape: tuple[Any, ...]) -> tuple[Hashable, ...]:
+    key = (dtype, shape)
+    cached = _TENSOR_CACHE.get(key)
+    if cached is not None:
+        return cached
     dims = tuple("?" if d is None else (d if -1 <= d <= 1 else (2 if d > 1 else -2)) for d in shape)
-    return ("tensor", dtype, min(len(shape), RANK_CAP), dims)
+    result = ("tensor", dtype, min(len(shape), RANK_CAP), dims)
+    if len(_TENSOR_CACHE) >= _TENSOR_CACHE_MAX:
+        _TENSOR_CACHE.clear()
+    _TENSOR_CACHE[key] = result
+    return result
 
 
 def _short(b: bytes) -> str:
