@@ -25,13 +25,24 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results" / "harvest_overhead.json"
 
 
-def _median_seconds(run: Callable[[], int], repeats: int) -> tuple[float, int, list[float]]:
-    times, count = [], 0
+def _timed(run: Callable[[], int]) -> tuple[float, int]:
+    started = time.perf_counter()
+    count = run()
+    return time.perf_counter() - started, count
+
+
+def _alternating_medians(
+    plain: Callable[[], int], hooked: Callable[[], int], repeats: int
+) -> tuple[list[float], list[float], int]:
+    """Run the two configurations alternately (load from other processes drifts; alternating
+    spreads it over both) and return both lists of times and the call count."""
+    plain_times, hooked_times, count = [], [], 0
     for _ in range(repeats):
-        started = time.perf_counter()
-        count = run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), count, times
+        seconds, count = _timed(plain)
+        plain_times.append(seconds)
+        seconds, _ = _timed(hooked)
+        hooked_times.append(seconds)
+    return plain_times, hooked_times, count
 
 
 def torch_opinfo_overhead(repeats: int = 3, first_ops: int | None = None) -> dict[str, Any]:
@@ -67,8 +78,8 @@ def torch_opinfo_overhead(repeats: int = 3, first_ops: int | None = None) -> dic
             return enumerate_calls(recorder)
 
     enumerate_calls(None)  # warm-up: imports, first-call caches
-    plain, calls, plain_runs = _median_seconds(lambda: enumerate_calls(None), repeats)
-    hooked, _, hooked_runs = _median_seconds(with_recorder, repeats)
+    plain_runs, hooked_runs, calls = _alternating_medians(lambda: enumerate_calls(None), with_recorder, repeats)
+    plain, hooked = statistics.median(plain_runs), statistics.median(hooked_runs)
     return {
         "name": "torch-opinfo",
         "workload": f"op_db[:{first_ops}]" if first_ops else "op_db (all OpInfos)",
@@ -79,13 +90,64 @@ def torch_opinfo_overhead(repeats: int = 3, first_ops: int | None = None) -> dic
         "ratio": round(hooked / plain, 3),
         "runs_without": [round(t, 3) for t in plain_runs],
         "runs_with": [round(t, 3) for t in hooked_runs],
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def keras_pytest_overhead(repeats: int = 3, test_file: str = "layers/convolutional/conv_test.py") -> dict[str, Any]:
+    """Run one test file of the keras wheel with pytest, plain and with the recording plugin active.
+
+    Both runs are fresh subprocesses (TensorFlow import included, as in a real harvest); "with"
+    sets ``OPERA_HARVEST_OUT`` so the plugin installs the Keras recorder before the tests import.
+    """
+    import re
+    import subprocess
+    import tempfile
+
+    from opera.corpus import CorpusReader
+    from opera.instrumentation.keras_sources import keras_source_root
+
+    path = keras_source_root() / test_file
+    base_env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    base_env.pop("OPERA_HARVEST_OUT", None)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header", "--tb=no", str(path)]
+    tests_run: list[int] = [0]
+    recorded: list[int] = [0]
+
+    def run_pytest(record: bool) -> int:
+        with tempfile.TemporaryDirectory(prefix="opera-bench-") as tmp:
+            env = dict(base_env)
+            raw = Path(tmp) / "raw.jsonl.gz"
+            if record:
+                env.update({"OPERA_HARVEST_OUT": str(raw), "OPERA_HARVEST_LIBRARY": "keras", "OPERA_HARVEST_SUITE": "bench"})
+            proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            counts = [int(n) for n in re.findall(r"(\d+) (?:passed|failed|skipped)", proc.stdout)]
+            tests_run[0] = sum(counts)
+            if record:
+                recorded[0] = sum(1 for _ in CorpusReader([raw], skip_malformed=True)) if raw.exists() else 0
+        return tests_run[0]
+
+    run_pytest(False)  # warm-up: file-system caches, .pyc files
+    plain, calls, plain_runs = _median_seconds(lambda: run_pytest(False), repeats)
+    hooked, _, hooked_runs = _median_seconds(lambda: run_pytest(True), repeats)
+    return {
+        "name": "keras-pytest",
+        "workload": test_file.rsplit("/", 1)[-1],
+        "calls": calls,  # tests run
+        "instances": recorded[0],
+        "seconds_without": round(plain, 3),
+        "seconds_with": round(hooked, 3),
+        "ratio": round(hooked / plain, 3),
+        "runs_without": [round(t, 3) for t in plain_runs],
+        "runs_with": [round(t, 3) for t in hooked_runs],
+        "load_average_1min": round(os.getloadavg()[0], 2),
     }
 
 
 # library -> measurement functions; the Keras half registers its own here.
 MEASUREMENTS: dict[str, list[Callable[..., dict[str, Any]]]] = {
     "torch": [torch_opinfo_overhead],
-    "keras": [],
+    "keras": [keras_pytest_overhead],
 }
 
 

@@ -112,8 +112,14 @@ def operator_names() -> dict[int, str]:
     return table
 
 
+_classes_cache: dict[type, str] | None = None
+
+
 def torch_module_classes() -> dict[type, str]:
     """Every ``nn.Module`` class defined under ``torch.nn.modules`` -> public name (or "" if none)."""
+    global _classes_cache
+    if _classes_cache is not None:
+        return _classes_cache
     found: dict[type, str] = {}
     package = importlib.import_module("torch.nn.modules")
     modules = [package] + [
@@ -124,6 +130,7 @@ def torch_module_classes() -> dict[type, str]:
             if isinstance(obj, type) and issubclass(obj, nn.Module) and obj.__module__.startswith("torch.nn.modules"):
                 public = getattr(nn, obj.__name__, None)
                 found[obj] = f"torch.nn.{obj.__name__}" if public is obj else ""
+    _classes_cache = found
     return found
 
 
