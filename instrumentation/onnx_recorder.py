@@ -21,6 +21,7 @@ input whose type inference cannot tell, or a sequence/optional without a value, 
 from __future__ import annotations
 
 import functools
+import hashlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -34,6 +35,11 @@ from opera.values import Opaque, TensorSpec, ValueEncodingError, dtype_name
 __all__ = ["OnnxRecorder", "node_instances"]
 
 _HOOKED = ("make_node", "make_graph", "make_model")
+_MAX_ORPHAN_BYTES = 16 << 20  # a larger stand-alone graph is not kept for emission at uninstall
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
 def _opsets(model: Any) -> dict[str, int]:
@@ -163,8 +169,10 @@ class OnnxRecorder(BaseRecorder):
     def __init__(self, sink: Callable[[OperatorInstance], None] | None = None) -> None:
         super().__init__(sink)
         self._patched: list[tuple[Any, str, Any]] = []  # (module, attribute name, original)
-        self._orphan_graphs: list[tuple[bytes, Source]] = []  # made by make_graph, not yet in a model
-        self._recorded_graphs: set[bytes] = set()  # serialized graphs (and their bodies) emitted
+        # graphs made by make_graph and not (yet) part of a recorded model, by content digest;
+        # a graph that becomes part of a model (itself or as a node's body) is dropped from here,
+        # so memory holds only graphs still unaccounted for
+        self._orphan_graphs: dict[str, tuple[bytes, Source]] = {}
 
     def library_version(self) -> str:
         import onnx
@@ -217,7 +225,9 @@ class OnnxRecorder(BaseRecorder):
                 graph = original(*args, **kwargs)
                 if top:
                     try:
-                        self._orphan_graphs.append((graph.SerializeToString(), self.source))
+                        raw = graph.SerializeToString()
+                        if len(raw) <= _MAX_ORPHAN_BYTES:
+                            self._orphan_graphs.setdefault(_digest(raw), (raw, self.source))
                     except Exception as exc:  # recording must never break the suite
                         self.note_error(f"make_graph: {type(exc).__name__}")
             return graph
@@ -250,7 +260,7 @@ class OnnxRecorder(BaseRecorder):
     def _mark_recorded(self, graph: Any) -> None:
         from onnx import AttributeProto
 
-        self._recorded_graphs.add(graph.SerializeToString())
+        self._orphan_graphs.pop(_digest(graph.SerializeToString()), None)
         for node in graph.node:
             for attr in node.attribute:
                 if attr.type == AttributeProto.GRAPH:
@@ -264,27 +274,21 @@ class OnnxRecorder(BaseRecorder):
         import onnx
         from onnx import helper
 
-        orphans, self._orphan_graphs = self._orphan_graphs, []
-        originals = {name: getattr(helper, name) for name in _HOOKED}
-        make_model = getattr(originals["make_model"], "__opera_wrapped__", originals["make_model"])
+        make_model = getattr(helper.make_model, "__opera_wrapped__", helper.make_model)
         # bodies of orphan graphs are not orphans either
-        for raw, _ in orphans:
-            graph = onnx.GraphProto()
-            graph.ParseFromString(raw)
+        for raw, _ in list(self._orphan_graphs.values()):
+            graph = onnx.GraphProto.FromString(raw)
             for node in graph.node:
                 for attr in node.attribute:
-                    if attr.type == onnx.AttributeProto.GRAPH:
-                        self._mark_recorded(attr.g)
+                    bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+                    for body in bodies:
+                        self._mark_recorded(body)
+        orphans = list(self._orphan_graphs.values())
+        self._orphan_graphs.clear()
         for raw, source in orphans:
-            if raw in self._recorded_graphs:
-                continue
-            self._recorded_graphs.add(raw)
-            graph = onnx.GraphProto()
-            graph.ParseFromString(raw)
             try:
-                model = make_model(graph)
+                model = make_model(onnx.GraphProto.FromString(raw))
             except Exception as exc:
                 self.note_error(f"make_graph: {type(exc).__name__}")
                 continue
-            with self.nested():
-                self._record_model(model, source)
+            self._record_model(model, source)
