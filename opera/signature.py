@@ -45,7 +45,7 @@ def _relative_to_fragment(path: str, fragments: Sequence[str]) -> str | None:
     return None
 
 
-_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?(?!\w)")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _QUOTED = re.compile(r"(['\"]).{0,80}?\1")
 _SPACES = re.compile(r"\s+")
@@ -73,7 +73,26 @@ def crash_signature(
             rel = _relative_to_fragment(frame.filename, fragments)
             if rel is not None:
                 return f"crash:{target}:{rel}:{frame.name}:{exc_type}"
+    # Some compilers (TVM's FFI) append their C++ frames to the Python traceback: the innermost
+    # one names the native function that raised.
+    for frame in reversed(frames):
+        if frame.filename.endswith(_NATIVE_SUFFIXES):
+            return f"crash:{target}:{_native_file(frame.filename)}:{_short_function(frame.name)}:{exc_type}"
     return f"crash:{target}:{exc_type}:{normalize_message(str(exc))}"
+
+
+_NATIVE_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".h", ".hpp")
+
+
+def _native_file(path: str) -> str:
+    norm = _norm_path(path)
+    idx = norm.find("/src/")
+    return norm[idx + 1 :] if idx >= 0 else norm.rsplit("/", 1)[-1]
+
+
+def _short_function(name: str) -> str:
+    """``tvm::contrib::RegisterTopk()::<lambda(...)>`` -> ``tvm::contrib::RegisterTopk()::<lambda>``."""
+    return re.sub(r"<lambda\(.*\)>", "<lambda>", name)[:160]
 
 
 def inconsistency_signature(target: str, api: str, converter: str | None = None) -> str:

@@ -1,0 +1,74 @@
+"""Bug signatures and the unsupported-pattern config."""
+
+from __future__ import annotations
+
+import pytest
+
+from opera.errors import OperaError
+from opera.signature import crash_signature, inconsistency_signature, native_signature, normalize_message
+from opera.unsupported import load_unsupported
+
+FRONTEND = "/venv/lib/python3.11/site-packages/tvm/relax/frontend/onnx/onnx_frontend.py"
+BACKEND = "/venv/lib/python3.11/site-packages/tvm/driver/build_module.py"
+
+
+def _raise_through(files_and_functions: list[tuple[str, str]], exc: Exception) -> Exception:
+    """Raise ``exc`` through real frames whose code objects carry the given file/function names."""
+    namespace: dict = {"exc": exc}
+    previous = None
+    for index, (filename, function) in reversed(list(enumerate(files_and_functions))):
+        name = f"frame_{index}"
+        body = f"def {name}():\n    {previous}()\n" if previous else f"def {name}():\n    raise exc\n"
+        exec(compile(body, filename, "exec"), namespace)
+        namespace[name].__code__ = namespace[name].__code__.replace(co_name=function, co_qualname=function)
+        previous = name
+    try:
+        namespace[previous]()
+    except Exception as caught:
+        return caught
+    raise AssertionError("nothing raised")
+
+
+def test_crash_signature_is_innermost_frontend_frame() -> None:
+    exc = _raise_through([(FRONTEND, "_impl_v13"), (FRONTEND, "_helper"), (BACKEND, "build")], KeyError("num_heads"))
+    sig = crash_signature(exc, "tvm-onnx", ("tvm/relax/frontend/onnx",), ("tvm",))
+    assert sig == "crash:tvm-onnx:tvm/relax/frontend/onnx/onnx_frontend.py:_helper:KeyError"
+
+
+def test_crash_signature_falls_back_to_compiler_then_message() -> None:
+    exc = _raise_through([("/opera/targets/tvm.py", "compile"), (BACKEND, "build")], ValueError("bad shape (2, 3) at 0x7f"))
+    assert crash_signature(exc, "tvm-onnx", ("tvm/relax/frontend/onnx",), ("tvm",)) == (
+        "crash:tvm-onnx:tvm/driver/build_module.py:build:ValueError"
+    )
+    exc2 = _raise_through([("/somewhere/else.py", "f")], ValueError("bad shape (2, 3) at 0x7f"))
+    sig = crash_signature(exc2, "tvm-onnx", ("tvm/relax/frontend/onnx",), ("tvm",))
+    assert sig == "crash:tvm-onnx:ValueError:bad shape (N, N) at ADDR"
+    native = _raise_through([("/somewhere/else.py", "f"), ("/project/src/runtime/sort.cc", "tvm::Topk()::<lambda(int)>")], RuntimeError("x"))
+    assert crash_signature(native, "tvm-onnx", ("tvm/relax/frontend/onnx",), ("tvm",)) == (
+        "crash:tvm-onnx:src/runtime/sort.cc:tvm::Topk()::<lambda>:RuntimeError"
+    )
+
+
+def test_other_signatures_and_normalization() -> None:
+    assert inconsistency_signature("ov-onnx", "onnx::Mod") == "inconsistent:ov-onnx:onnx::Mod"
+    assert inconsistency_signature("ov-onnx", "onnx::Mod", "translate_mod") == "inconsistent:ov-onnx:converter=translate_mod"
+    assert native_signature("tvm-onnx", "onnx::Relu", "SIGSEGV") == "native-crash:tvm-onnx:onnx::Relu:SIGSEGV"
+    assert native_signature("tvm-onnx", "onnx::Relu", "timeout") == "timeout:tvm-onnx:onnx::Relu"
+    assert normalize_message("dtype uint64 index 12 of 'x'") == "dtype uint64 index N of '…'"
+
+
+def test_unsupported_patterns_per_target_and_compiler(tmp_path) -> None:
+    patterns = load_unsupported()
+    no_rule = RuntimeError("Model wasn't fully converted.\n-- No conversion rule found for operations: TfIdfVectorizer-9")
+    assert patterns.match(no_rule, "ov-onnx", "openvino") is not None
+    assert patterns.match(no_rule, "tvm-onnx", "tvm") is None
+    axes = AssertionError("Only constant axes currently supported")
+    assert patterns.match(axes, "tvm-onnx", "tvm") is not None
+    assert patterns.match(KeyError("num_heads"), "tvm-onnx", "tvm") is None  # a frontend bug, not "unsupported"
+    chained = RuntimeError("wrapper")
+    chained.__cause__ = axes
+    assert patterns.match(chained, "tvm-onnx", "tvm") is not None
+    bad = tmp_path / "u.toml"
+    bad.write_text('[target."x"]\npatterns = ["(unclosed"]\n')
+    with pytest.raises(OperaError, match="bad regular expression"):
+        load_unsupported(bad)
