@@ -25,6 +25,15 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results" / "harvest_overhead.json"
 
 
+def _median_seconds(run: Callable[[], int], repeats: int) -> tuple[float, int, list[float]]:
+    """Median wall time of ``repeats`` runs, the last run's count, and every time."""
+    times, count = [], 0
+    for _ in range(repeats):
+        seconds, count = _timed(run)
+        times.append(seconds)
+    return statistics.median(times), count, times
+
+
 def _timed(run: Callable[[], int]) -> tuple[float, int]:
     started = time.perf_counter()
     count = run()
