@@ -137,8 +137,8 @@ def keras_pytest_overhead(repeats: int = 3, test_file: str = "layers/convolution
         return tests_run[0]
 
     run_pytest(False)  # warm-up: file-system caches, .pyc files
-    plain, calls, plain_runs = _median_seconds(lambda: run_pytest(False), repeats)
-    hooked, _, hooked_runs = _median_seconds(lambda: run_pytest(True), repeats)
+    plain_runs, hooked_runs, calls = _alternating_medians(lambda: run_pytest(False), lambda: run_pytest(True), repeats)
+    plain, hooked = statistics.median(plain_runs), statistics.median(hooked_runs)
     return {
         "name": "keras-pytest",
         "workload": test_file.rsplit("/", 1)[-1],
