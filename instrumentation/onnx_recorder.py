@@ -12,10 +12,11 @@ graph (``If``/``Loop``/``Scan`` bodies are recorded as the parent node's GRAPH a
 them again would count their nodes twice). ``make_node`` alone emits nothing: a node only has input
 types inside a graph; it is wrapped so that nothing it builds internally is recorded.
 
-Input values: initializers and ``Constant`` outputs feeding a node are exact numpy values; any other
-tensor becomes a ``TensorSpec`` with the inferred dtype and shape (unknown dimensions ``None``); an
-input whose type inference cannot tell, or a sequence/optional without a value, is ``Opaque``
-(the instance is kept but marked not migratable).
+Input values: initializers and ``Constant`` outputs feeding a node are exact numpy values (a float
+initializer of more than ``MAX_EXACT_FLOAT_ELEMENTS`` values, i.e. real model weights, becomes a
+``TensorSpec`` over its value range); any other tensor becomes a ``TensorSpec`` with the inferred
+dtype and shape (unknown dimensions ``None``); an input whose type inference cannot tell, or a
+sequence/optional without a value, is ``Opaque`` (the instance is kept but marked not migratable).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 from opera.instrumentation import BaseRecorder
 from opera.templates.onnx_template import attribute_to_value, runtime_value, tensor_to_value
 
@@ -35,6 +37,7 @@ from opera.values import Opaque, TensorSpec, ValueEncodingError, dtype_name
 __all__ = ["OnnxRecorder", "node_instances"]
 
 _HOOKED = ("make_node", "make_graph", "make_model")
+MAX_EXACT_FLOAT_ELEMENTS = 1 << 16  # larger float initializers are kept as TensorSpec
 _MAX_ORPHAN_BYTES = 16 << 20  # a larger stand-alone graph is not kept for emission at uninstall
 
 
@@ -58,6 +61,17 @@ def _constant_value(node: Any) -> Any:
             dtype = np.float32 if "float" in attr.name else np.int64
             return np.array(attribute_to_value(attr), dtype=dtype)
     return None
+
+
+def _weight_value(tensor: Any) -> Any:
+    """An initializer's value: exact, except a large float tensor becomes a ``TensorSpec`` over its
+    value range (the weights of a real model would bloat the corpus and mean little exactly)."""
+    value = tensor_to_value(tensor)
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > MAX_EXACT_FLOAT_ELEMENTS:
+        finite = value[np.isfinite(value)].astype(np.float64)
+        low, high = (float(finite.min()), float(finite.max())) if finite.size else (-1.0, 1.0)
+        return TensorSpec(dtype=dtype_name(value.dtype), shape=tuple(value.shape), low=low, high=high)
+    return value
 
 
 def _spec_from_type(tp: Any) -> Any:
@@ -101,7 +115,7 @@ def node_instances(
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         if vi.type.WhichOneof("value") is not None:
             types.setdefault(vi.name, vi.type)
-    known: dict[str, Any] = {init.name: tensor_to_value(init) for init in graph.initializer}
+    known: dict[str, Any] = {init.name: _weight_value(init) for init in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
             value = _constant_value(node)

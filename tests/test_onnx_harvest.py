@@ -286,3 +286,25 @@ def test_expanded_case_inner_nodes_get_exact_intermediate_values(node_cases: dic
         np.testing.assert_array_equal(got, want)
     outputs = OnnxTemplate().reference(OnnxTemplate().build(_roundtrip(length)))
     assert outputs[0].tolist() == len(case.data_sets[0][0][0])
+
+
+def test_large_float_initializers_become_tensor_specs_small_ones_stay_exact() -> None:
+    weights = np.linspace(-3, 5, 300 * 300, dtype=np.float32).reshape(300, 300)
+    bias = np.arange(300, dtype=np.float32)
+    recorded: list[OperatorInstance] = []
+    with OnnxRecorder(recorded.append):
+        helper.make_model(
+            helper.make_graph(
+                [helper.make_node("Gemm", ["X", "W", "B"], ["Y"])],
+                "gemm",
+                [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 300])],
+                [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 300])],
+                initializer=[numpy_helper.from_array(weights, "W"), numpy_helper.from_array(bias, "B")],
+            ),
+            opset_imports=[helper.make_opsetid("", 13)],
+        )
+    (gemm,) = recorded
+    x, w, b = gemm.inputs
+    assert x == TensorSpec("float32", (2, 300))
+    assert w == TensorSpec("float32", (300, 300), low=-3.0, high=5.0)
+    np.testing.assert_array_equal(b, bias)
