@@ -33,14 +33,13 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from opera.instrumentation import BaseRecorder
 from opera.model import InstanceKind, OperatorInstance
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
-
-import torch
-from torch import nn
-from torch.overrides import TorchFunctionMode
 
 __all__ = ["TorchRecorder", "TorchValueConverter", "operator_names", "torch_module_classes"]
 
@@ -54,8 +53,13 @@ EXACT_FLOAT_ELEMENTS = 1024
 EXACT_NONFINITE_ELEMENTS = 4096
 
 # Names (last component) that are plumbing, introspection or data construction, not operators.
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
 DENYLIST = frozenset(
-    """
+    _words(
+        """
     size dim numel item tolist stride data_ptr to cpu cuda detach detach_ contiguous requires_grad_
     numpy type element_size nelement ndimension storage untyped_storage storage_offset backward
     register_hook register_post_accumulate_grad_hook retain_grad share_memory_ pin_memory get_device
@@ -70,7 +74,8 @@ DENYLIST = frozenset(
     __init__ __new__ __init_subclass__ __subclasshook__ __torch_function__ __torch_dispatch__
     __getattribute__ __getattr__ __setattr__ __delattr__ __reduce__ __class__ __str__ __copy__
     __array_priority__ __cuda_array_interface__ __weakref__
-    """.split()
+    """
+    )
 )
 
 _NAMESPACES = ("torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch", "torch.Tensor")
@@ -128,8 +133,8 @@ def torch_module_classes() -> dict[type, str]:
     for module in modules:
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, nn.Module) and obj.__module__.startswith("torch.nn.modules"):
-                public = getattr(nn, obj.__name__, None)
-                found[obj] = f"torch.nn.{obj.__name__}" if public is obj else ""
+                name = obj.__name__
+                found[obj] = f"torch.nn.{name}" if getattr(nn, name, None) is obj else ""
     _classes_cache = found
     return found
 

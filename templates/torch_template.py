@@ -17,13 +17,12 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+import torch
+from torch import nn
 
 from opera.model import InstanceKind, OperatorInstance
 from opera.templates import SingleOpModel, Template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
-
-import torch
-from torch import nn
 
 __all__ = ["TorchTemplate", "numpy_to_torch", "resolve_api", "torch_inputs", "torch_to_numpy"]
 

@@ -154,7 +154,7 @@ def test_template_round_trip_reproduces_the_recorded_outputs() -> None:
     ]
     template = TorchTemplate()
     by_api = {i.api: i for i in recorded}
-    for api, expected in zip(["torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.add", "torch.cat", "torch.Tensor.sum"], outputs):
+    for api, expected in zip(["torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.add", "torch.cat", "torch.Tensor.sum"], outputs, strict=True):
         decoded = OperatorInstance.from_json(json.loads(by_api[api].to_line()))
         assert decoded.id == by_api[api].id
         built = template.build(decoded, seed=0)
