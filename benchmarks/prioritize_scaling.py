@@ -26,7 +26,6 @@ import resource
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -69,7 +68,8 @@ def _perturb_value(value: Any, rng: random.Random, seed: int) -> Any:
     if isinstance(value, (TensorSpec, np.ndarray)):
         dtype = value.dtype if isinstance(value, TensorSpec) else str(value.dtype)
         shape = tuple(
-            (rng.choice((0, 1, 2, 3, 8)) if d is not None and rng.random() < PERTURB else d) for d in value.shape
+            (rng.choice((0, 1, 2, 3, 8)) if d is not None and rng.random() < PERTURB else d)
+            for d in value.shape
         )
         if rng.random() < PERTURB / 3:
             shape = shape + (1,) if rng.random() < 0.5 else shape[:-1]
@@ -192,14 +192,21 @@ def main() -> int:
         )
     synth = [(r["n"], r["prioritize_seconds"]) for r in rows if r["kind"] == "synthetic"]
     exponent = fit_exponent(synth)
-    print(f"growth exponent (time ~ n^b over {len(synth)} synthetic sizes): b = {exponent:.3f}" if exponent else "no fit")
+    print(
+        f"growth exponent (time ~ n^b over {len(synth)} synthetic sizes): b = {exponent:.3f}"
+        if exponent
+        else "no fit"
+    )
     out = {
         "benchmark": "prioritize_scaling",
         "strategy": "opera (equipped tvm-0.27 onnx, precovered)",
         "template_corpus": source,
         "template_instances": len(real),
         "perturb_probability": PERTURB,
-        "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+        "machine": {
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+        },
         "rows": rows,
         "growth_exponent": exponent,
     }

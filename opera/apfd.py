@@ -89,14 +89,13 @@ def rauc(positions: Sequence[int], n_tests: int, level: float = 1.0) -> float:
     # sum over i=1..cutoff of #{p <= i} = sum over bugs with p <= cutoff of (cutoff - p + 1).
     actual = sum(cutoff - p + 1 for p in positions if p <= cutoff)
     # ideal(i) = min(i, m): sum_{i=1..cutoff} min(i, m).
-    if cutoff <= m:
-        ideal = cutoff * (cutoff + 1) // 2
-    else:
-        ideal = m * (m + 1) // 2 + (cutoff - m) * m
+    ideal = cutoff * (cutoff + 1) // 2 if cutoff <= m else m * (m + 1) // 2 + (cutoff - m) * m
     return actual / ideal
 
 
-def rauc_levels(positions: Sequence[int], n_tests: int, levels: Sequence[float] = RAUC_LEVELS) -> dict[float, float]:
+def rauc_levels(
+    positions: Sequence[int], n_tests: int, levels: Sequence[float] = RAUC_LEVELS
+) -> dict[float, float]:
     return {level: rauc(positions, n_tests, level) for level in levels}
 
 
@@ -111,7 +110,7 @@ class BugCurve:
     def bugs_at(self, seconds: float) -> int:
         """Unique bugs found within a time budget."""
         found = 0
-        for t, b in zip(self.times, self.bugs):
+        for t, b in zip(self.times, self.bugs, strict=True):
             if t > seconds:
                 break
             found = b

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from opera.apfd import ApfdUndefined, apfd, apfd_from_outcomes, bugs_over_time, first_bug_positions, rauc, rauc_levels
+from opera.apfd import (
+    ApfdUndefined,
+    apfd,
+    apfd_from_outcomes,
+    bugs_over_time,
+    first_bug_positions,
+    rauc,
+    rauc_levels,
+)
 
 POSITIONS = Path("/work/shared/opera-artifact/apfd_bug_positions_from_cal_APFD_all.json")
 
@@ -43,7 +51,7 @@ def _apfd_of(data: dict, compiler: str, frontend: str, strategy: str) -> float:
 @pytest.mark.parametrize("subject", sorted(TABLE_II), ids=lambda s: "-".join(s))
 def test_table_ii_cells(subject: tuple[str, str]) -> None:
     data = _load()
-    for strategy, expected in zip(STRATEGIES, TABLE_II[subject]):
+    for strategy, expected in zip(STRATEGIES, TABLE_II[subject], strict=True):
         value = _apfd_of(data, *subject, strategy)
         if (*subject, strategy) in OFF_BY_ROUNDING:
             assert abs(value - expected) < 1e-3, (subject, strategy, value)

@@ -11,10 +11,24 @@ HELP = "order a corpus for a target so that diverse tests run first; writes an o
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", nargs="+", help="corpus files (.jsonl / .jsonl.gz)")
-    parser.add_argument("--target", required=True, help="compiler target, e.g. tvm-onnx (see `opera targets`)")
-    parser.add_argument("--strategy", default="opera", help=f"one of: {', '.join(strategy_names())} (default: opera)")
-    parser.add_argument("--equipped", action="append", default=[], metavar="FILE", help="equipped corpus of the compiler's own frontend tests (repeatable)")
-    parser.add_argument("--no-precover", action="store_true", help="do not count the equipped tests' parameter partitions as covered")
+    parser.add_argument(
+        "--target", required=True, help="compiler target, e.g. tvm-onnx (see `opera targets`)"
+    )
+    parser.add_argument(
+        "--strategy", default="opera", help=f"one of: {', '.join(strategy_names())} (default: opera)"
+    )
+    parser.add_argument(
+        "--equipped",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="equipped corpus of the compiler's own frontend tests (repeatable)",
+    )
+    parser.add_argument(
+        "--no-precover",
+        action="store_true",
+        help="do not count the equipped tests' parameter partitions as covered",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random and fast strategies")
     parser.add_argument("--coverage", metavar="FILE", help="per-test coverage data (total-cov, add-cov)")
     parser.add_argument("-o", "--output", required=True, metavar="ORDER", help="order file to write")
@@ -31,5 +45,7 @@ def run(args: argparse.Namespace) -> int:
         precover_equipped=not args.no_precover,
     )
     n = write_order(args.output, ordering.ids, header)
-    print(f"{n} instances ordered by {args.strategy} for {args.target} in {ordering.seconds:.2f} s -> {args.output}")
+    print(
+        f"{n} instances ordered by {args.strategy} for {args.target} in {ordering.seconds:.2f} s -> {args.output}"
+    )
     return 0

@@ -16,7 +16,13 @@ from typing import Any
 
 from opera.errors import OperaError
 from opera.model import OperatorInstance
-from opera.prioritize.strategies import PrioritizeContext, Strategy, get_strategy, register_strategy, strategy_names
+from opera.prioritize.strategies import (
+    PrioritizeContext,
+    Strategy,
+    get_strategy,
+    register_strategy,
+    strategy_names,
+)
 
 __all__ = [
     "Ordering",
@@ -41,7 +47,9 @@ class Ordering:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def prioritize(instances: Iterable[OperatorInstance], strategy: str, ctx: PrioritizeContext | None = None) -> Ordering:
+def prioritize(
+    instances: Iterable[OperatorInstance], strategy: str, ctx: PrioritizeContext | None = None
+) -> Ordering:
     ctx = ctx or PrioritizeContext()
     impl = get_strategy(strategy)
     impl.check(ctx)
@@ -89,7 +97,9 @@ def read_order(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, str]]
                     header[key.strip()] = value.strip()
                 continue
             if " " in text or text in seen:
-                raise OperaError(f"{p}:{lineno}: {'duplicate id' if text in seen else 'not an instance id'} {text!r}")
+                raise OperaError(
+                    f"{p}:{lineno}: {'duplicate id' if text in seen else 'not an instance id'} {text!r}"
+                )
             seen.add(text)
             ids.append(text)
     return ids, header
@@ -99,14 +109,20 @@ def _is_opera_corpus(path: Path) -> bool:
     return path.name.endswith((".jsonl", ".jsonl.gz", ".json.gz"))
 
 
-def _check_library(instances: Iterable[OperatorInstance], library: str | None, path: str, target: str | None) -> Iterator[OperatorInstance]:
+def _check_library(
+    instances: Iterable[OperatorInstance], library: str | None, path: str, target: str | None
+) -> Iterator[OperatorInstance]:
     for inst in instances:
         if library is not None and inst.library != library:
-            raise OperaError(f"{path} holds {inst.library} instances ({inst.api}); target {target} consumes {library} instances")
+            raise OperaError(
+                f"{path} holds {inst.library} instances ({inst.api}); target {target} consumes {library} instances"
+            )
         yield inst
 
 
-def load_equipped(paths: Sequence[str | os.PathLike[str]], library: str | None = None, target: str | None = None) -> list[OperatorInstance]:
+def load_equipped(
+    paths: Sequence[str | os.PathLike[str]], library: str | None = None, target: str | None = None
+) -> list[OperatorInstance]:
     """Instances of equipped corpora: the artifact's line format or Opera corpora (.jsonl[.gz])."""
     from opera.corpus import read_corpus
     from opera.equipped import EquippedReader

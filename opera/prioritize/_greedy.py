@@ -96,7 +96,9 @@ class CompiledCorpus:
         return list(self.interner.ops)
 
 
-def compile_corpus(instances: Iterable[OperatorInstance], interner: ElementInterner | None = None) -> CompiledCorpus:
+def compile_corpus(
+    instances: Iterable[OperatorInstance], interner: ElementInterner | None = None
+) -> CompiledCorpus:
     """Intern every instance once; duplicates (same id) are kept once, first occurrence wins."""
     interner = interner or ElementInterner()
     seen: set[str] = set()

@@ -40,7 +40,9 @@ class CoverageDataMissing(OperaError):
 
 
 def missing_message(strategy: str) -> str:
-    return f"strategy {strategy} needs coverage data: run `{COVERAGE_COMMAND}` first and pass it with --coverage"
+    return (
+        f"strategy {strategy} needs coverage data: run `{COVERAGE_COMMAND}` first and pass it with --coverage"
+    )
 
 
 def load_coverage(path: str | os.PathLike[str] | None, strategy: str = "total-cov") -> dict[str, list[str]]:
@@ -53,7 +55,7 @@ def load_coverage(path: str | os.PathLike[str] | None, strategy: str = "total-co
         raise OperaError(f"{path}: not a coverage-data JSON file: {exc}") from None
     tests = data.get("tests", data) if isinstance(data, dict) else None
     if not isinstance(tests, dict) or not all(isinstance(v, list) for v in tests.values()):
-        raise OperaError(f"{path}: expected {{instance id: [\"file:line\", ...]}} (or an opera-coverage file)")
+        raise OperaError(f'{path}: expected {{instance id: ["file:line", ...]}} (or an opera-coverage file)')
     return {str(k): [str(s) for s in v] for k, v in tests.items()}
 
 
@@ -66,13 +68,13 @@ def _tvm_onnx_frontend_dir() -> Path:
 def measure_tvm_onnx(instances: Iterable[object], *, progress: bool = True) -> dict[str, object]:
     """Coverage of TVM's ONNX frontend per instance (see the module docstring)."""
     import coverage
+    from tvm.relax.frontend.onnx import from_onnx
 
     from opera.model import OperatorInstance
     from opera.progress import progress_bar
     from opera.targets._onnx_prep import prepare_onnx
     from opera.targets.tvm import _onnx_opset
     from opera.templates import get_template
-    from tvm.relax.frontend.onnx import from_onnx
 
     frontend = _tvm_onnx_frontend_dir()
     template = get_template("onnx")
@@ -111,7 +113,9 @@ def measure_tvm_onnx(instances: Iterable[object], *, progress: bool = True) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m opera.prioritize.coverage_data", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m opera.prioritize.coverage_data", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("corpus", nargs="+")
     parser.add_argument("--target", default="tvm-onnx", choices=SUPPORTED_TARGETS)
     parser.add_argument("--limit", type=int, default=None, help="measure only the first N instances")
@@ -128,12 +132,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         instances = instances[: args.limit]
     start = time.perf_counter()
     result = measure_tvm_onnx(instances)
-    out = {"format": "opera-coverage", "version": 1, "target": args.target, "corpus": list(args.corpus), **result}
+    out = {
+        "format": "opera-coverage",
+        "version": 1,
+        "target": args.target,
+        "corpus": list(args.corpus),
+        **result,
+    }
     out["seconds"] = round(time.perf_counter() - start, 2)
     Path(args.output).write_text(json.dumps(out, sort_keys=True))
-    tests = result["tests"]
-    assert isinstance(tests, dict)
-    print(f"{len(tests)} instances measured, {len(result['failed'])} not buildable, {out['seconds']} s -> {args.output}")
+    tests, failed = result["tests"], result["failed"]
+    assert isinstance(tests, dict) and isinstance(failed, dict)
+    print(
+        f"{len(tests)} instances measured, {len(failed)} not buildable, {out['seconds']} s -> {args.output}"
+    )
     return 0
 
 

@@ -131,7 +131,7 @@ def partition(value: Any) -> Hashable:
     """The partition (a hashable key) a neutral value falls into."""
     fast = _DISPATCH.get(type(value))
     if fast is not None:
-        return fast(value)  # type: ignore[no-any-return]
+        return fast(value)
     return _partition_slow(value)
 
 

@@ -15,4 +15,11 @@ class OpOnlyStrategy(Strategy):
     description = "operator score Num_DLL/(Num_DLC+1) only"
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
-        return diversity_order(instances, ctx.equipped, use_op_score=True, use_diversity=False, precover_equipped=False, notes=ctx.notes)
+        return diversity_order(
+            instances,
+            ctx.equipped,
+            use_op_score=True,
+            use_diversity=False,
+            precover_equipped=False,
+            notes=ctx.notes,
+        )

@@ -16,5 +16,10 @@ class OperaStrategy(Strategy):
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
         return diversity_order(
-            instances, ctx.equipped, use_op_score=True, use_diversity=True, precover_equipped=ctx.precover_equipped, notes=ctx.notes
+            instances,
+            ctx.equipped,
+            use_op_score=True,
+            use_diversity=True,
+            precover_equipped=ctx.precover_equipped,
+            notes=ctx.notes,
         )
