@@ -9,6 +9,7 @@ replace the default directories when they are paths).
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,17 @@ __all__ = ["KERAS_TEST_DIRS", "keras_test_paths", "keras_tests"]
 
 # Test folders of the keras wheel whose tests exercise keras.layers and keras.ops.
 KERAS_TEST_DIRS = ("layers", "ops")
+
+# Some test modules do ``from conftest import skip_if_backend``: the keras repository's top-level
+# conftest.py, which the wheel does not ship. Without it image_test.py, math_test.py and
+# einops_test.py fail to import and record nothing. This is the same helper.
+_CONFTEST_SHIM = """import pytest
+from keras.src.backend import backend
+
+
+def skip_if_backend(given_backend, reason):
+    return pytest.mark.skipif(backend() == given_backend, reason=reason)
+"""
 
 # Tests that cannot pass here or take minutes each, deselected by node id relative to keras/src.
 # (Filled from measured runs; see the report in benchmarks/ for the timings.)
@@ -50,13 +62,15 @@ def keras_tests(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[Ope
     args = [] if explicit_paths else keras_test_paths()
     args += [f"--deselect={root / test}" for test in SKIPPED_TESTS]
     args += ["-p", "no:randomly", *user_args]
-    env = {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-    env.setdefault("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "2"))
-    seen: set[str] = set()
-    # Instances recorded twice (a parametrized test repeating a call) are dropped here, before the
-    # harvest driver spends a validation on them; the corpus writer would drop them anyway.
-    for inst in run_pytest_harvest(recorder, args, suite="keras-tests", limit=options.limit, extra_env=env):
-        if inst.id in seen:
-            continue
-        seen.add(inst.id)
-        yield inst
+    with tempfile.TemporaryDirectory(prefix="opera-keras-conftest-") as shim_dir:
+        Path(shim_dir, "conftest.py").write_text(_CONFTEST_SHIM)
+        python_path = os.pathsep.join(p for p in (shim_dir, os.environ.get("PYTHONPATH", "")) if p)
+        env = {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": python_path}
+        seen: set[str] = set()
+        # Instances recorded twice (a parametrized test repeating a call) are dropped here, before
+        # the harvest driver spends a validation on them; the corpus writer would drop them anyway.
+        for inst in run_pytest_harvest(recorder, args, suite="keras-tests", limit=options.limit, extra_env=env):
+            if inst.id in seen:
+                continue
+            seen.add(inst.id)
+            yield inst
