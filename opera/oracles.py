@@ -155,7 +155,9 @@ def nonfinite_mismatch(reference: Any, actual: Any) -> str | None:
     """Describe how the NaN/+Inf/-Inf positions differ, or None when they match."""
     a, b = _as_comparable(reference), _as_comparable(actual)
     if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
-        return None
+        return None  # integers and booleans have no NaN/Inf
+    if a.dtype.kind in "OUSV" or b.dtype.kind in "OUSV":
+        return None  # strings/objects are compared by equality
     a = a.astype(np.complex128) if a.dtype.kind == "c" or b.dtype.kind == "c" else a.astype(np.float64)
     b = b.astype(a.dtype)
     for part, name in ((np.real, ""), (np.imag, " (imaginary part)")) if a.dtype.kind == "c" else ((lambda z: z, ""),):
@@ -183,6 +185,8 @@ def chebyshev_distance(reference: Any, actual: Any) -> float:
         raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
     if a.size == 0:
         return 0.0
+    if a.dtype.kind in "OUS" or b.dtype.kind in "OUS":  # strings/objects: equal or not
+        return 0.0 if np.array_equal(a, b) else math.inf
     if a.dtype.kind in "iu" and b.dtype.kind in "iu":
         differs = a != b
         if not differs.any():

@@ -156,3 +156,17 @@ def test_real_onnx_frontends_tvm_and_openvino(tmp_path) -> None:
         assert unsupported.outcome is Outcome.UNSUPPORTED, unsupported.message
         assert "TfIdfVectorizer" in unsupported.message
     assert summary.new_signatures == []
+
+
+@pytest.mark.slow
+def test_targets_lists_versions_and_hides_test_only_targets(capsys) -> None:
+    import json
+
+    assert main(["targets", "--json"]) == 0
+    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert "test-wrong" not in listed and "tvm-onnx" in listed
+    assert listed["tvm-onnx"]["available"] and listed["tvm-onnx"]["versions"]["tvm"]
+    assert not listed["trt-onnx"]["available"] and listed["trt-onnx"]["reason"]
+    assert main(["targets", "--all"]) == 0
+    text = capsys.readouterr().out
+    assert "test-wrong" in text and "(test-only)" in text and "unavailable:" in text

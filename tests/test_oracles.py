@@ -103,3 +103,22 @@ def test_bad_config_is_a_user_error(tmp_path) -> None:
         load_oracle_config(path)
     with pytest.raises(OperaError, match="not found"):
         load_oracle_config(tmp_path / "missing.toml")
+
+
+def test_library_tolerance_does_not_loosen_integers(config) -> None:
+    big = np.array([2**30, 5], np.int32)
+    assert not compare_outputs([big], [big + 1], config, tolerance=(1e-7, 1e-3)).consistent
+    f = np.array([1000.0], np.float32)
+    assert compare_outputs([f], [f + 0.5], config, tolerance=(1e-7, 1e-3)).consistent
+
+
+def test_string_outputs_compare_by_equality(config) -> None:
+    words = np.array(["a", "bc"], dtype=object)
+    assert compare_outputs([words], [words.copy()], config).consistent
+    verdict = compare_outputs([words], [np.array(["a", "x"], dtype=object)], config)
+    assert not verdict.consistent and verdict.distance == math.inf
+
+
+def test_nan_in_float_output_of_an_integer_reference_is_caught(config) -> None:
+    verdict = compare_outputs([np.array([1, 2], np.int64)], [np.array([1.0, np.nan])], config)
+    assert not verdict.consistent and verdict.distance == math.inf
