@@ -91,16 +91,28 @@ def _to_library(value: Any) -> Any:
 class _Placeholders:
     """Replaces every tensor in a nested argument structure by a ``keras.Input`` of its shape."""
 
-    def __init__(self) -> None:
+    def __init__(self, promote_scalars: bool = False) -> None:
         self.symbols: list[Any] = []
         self.arrays: list[np.ndarray] = []
         self.names: list[str] = []
+        # Float scalars (``ops.sqrt(2.0)``, a numpy float32) as rank-0 inputs: used only when an op
+        # has no tensor argument at all. Ints stay constants: they are mostly sizes and axes.
+        self.promote_scalars = promote_scalars
+
+    def _promoted(self, value: Any) -> bool:
+        if not self.promote_scalars:
+            return False
+        if isinstance(value, np.generic):
+            return value.dtype.kind in "fc"
+        return isinstance(value, float)
 
     def substitute(self, value: Any) -> Any:
         import keras
 
-        if _is_tensor(value):
-            array = np.asarray(_concrete(value))
+        if _is_tensor(value) or self._promoted(value):
+            array = np.asarray(_concrete(value) if _is_tensor(value) else value)
+            if not isinstance(value, np.generic) and array.dtype == np.float64:
+                array = array.astype(np.float32)  # a Python float: Keras's default float type
             name = f"input_{len(self.symbols)}"
             dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
             symbol = keras.Input(batch_shape=array.shape, dtype=dtype, name=name)
@@ -150,6 +162,10 @@ class KerasTemplate(Template):
             op = resolve_qualname(inst.api)
             call_args = holders.substitute(tuple(inst.args))
             call_kwargs = holders.substitute(dict(inst.kwargs))
+            if not holders.symbols:
+                holders = _Placeholders(promote_scalars=True)
+                call_args = holders.substitute(tuple(inst.args))
+                call_kwargs = holders.substitute(dict(inst.kwargs))
             if not holders.symbols:
                 raise KerasTemplateError("the op has no tensor arguments: a single-op model needs an input")
             outputs = op(*call_args, **call_kwargs)

@@ -178,3 +178,14 @@ def test_to_tflite_runs_like_keras(inst: OperatorInstance) -> None:
     (out,) = interpreter.get_output_details()
     np.testing.assert_allclose(interpreter.get_tensor(out["index"]), expected, rtol=1e-5, atol=1e-6)
     assert built.inputs[0].shape[0] == (2 if inst.inputs[0].shape[0] is None else 1)
+
+
+def test_op_without_tensor_arguments_gets_its_float_scalar_as_input() -> None:
+    template = get_template("keras")
+    sqrt = OperatorInstance("keras", "keras.ops.sqrt", InstanceKind.FUNCTION, args=(2.0,))
+    built = template.build(sqrt)
+    assert [a.shape for a in built.inputs] == [()]
+    np.testing.assert_allclose(template.reference(built)[0], np.sqrt(2.0), rtol=1e-6)
+    # Integer arguments stay constants (sizes, counts): arange(5) has no input to feed.
+    checked = template.validate(OperatorInstance("keras", "keras.ops.arange", InstanceKind.FUNCTION, args=(5,)))
+    assert checked.valid is False and "no tensor arguments" in (checked.invalid_reason or "")
