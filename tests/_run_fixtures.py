@@ -91,6 +91,27 @@ def dropout() -> OperatorInstance:
     )
 
 
+def torch_gelu() -> OperatorInstance:
+    return OperatorInstance(
+        library="torch",
+        api="torch.nn.functional.gelu",
+        kind=InstanceKind.FUNCTION,
+        args=(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4),),
+        source=Source(suite="opera-tests", test="gelu"),
+    )
+
+
+def keras_dense() -> OperatorInstance:
+    return OperatorInstance(
+        library="keras",
+        api="keras.layers.Dense",
+        kind=InstanceKind.MODULE,
+        args=(3,),
+        inputs=(np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4),),
+        source=Source(suite="opera-tests", test="dense"),
+    )
+
+
 def rejected(k: int) -> OperatorInstance:
     """Marked invalid by the validity gate."""
     return relu(np.full((1, 2), float(k)), test="rejected").with_verdict(False, "library rejected it")

@@ -170,3 +170,22 @@ def test_targets_lists_versions_and_hides_test_only_targets(capsys) -> None:
     assert main(["targets", "--all"]) == 0
     text = capsys.readouterr().out
     assert "test-wrong" in text and "(test-only)" in text and "unavailable:" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("OPERA_SLOW_TESTS"), reason="imports torch+TF+TVM+OpenVINO in two workers (~1 min); set OPERA_SLOW_TESTS=1")
+def test_real_torch_and_keras_frontends(tmp_path) -> None:
+    """One torch function on tvm-torch / ov-torch / inductor-torch and one Keras layer on
+    tvm-keras / ov-keras, through the real templates and artifacts: all pass."""
+    from _run_fixtures import keras_dense, torch_gelu
+
+    corpus = write(tmp_path / "c.jsonl", [torch_gelu(), keras_dense()])
+    targets = ["tvm-torch", "ov-torch", "inductor-torch", "tvm-keras", "ov-keras"]
+    summary = start_run(RunConfig(corpus=[str(corpus)], targets=targets, store=str(tmp_path / "s.db"), workers=2),
+                        show_progress=False)
+    with ResultStore(str(tmp_path / "s.db")) as db:
+        results = {r.target: r for r in db.results(summary.run_id)}
+    assert set(results) == set(targets)
+    for target, result in results.items():
+        assert result.outcome is Outcome.PASS, (target, result.outcome, result.message)
+        assert result.distance is not None and result.distance < 1e-3
