@@ -215,13 +215,9 @@ def _execute_test(
                       distance=float("inf"), message=f"outputs not comparable: {exc}"), context
     if verdict.consistent:
         return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance), None
-    converter = None
-    namer = getattr(target, "converter_name", None)
-    if namer is not None:
-        try:
-            converter = namer(built)
-        except Exception:
-            converter = None
+    from opera.converters import converter_name
+
+    converter = converter_name(target, built)
     return (
         finish(
             Outcome.INCONSISTENT,
