@@ -8,6 +8,7 @@ replace the default directories when they are paths).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from collections.abc import Iterator
@@ -33,6 +34,10 @@ def skip_if_backend(given_backend, reason):
     return pytest.mark.skipif(backend() == given_backend, reason=reason)
 """
 
+# pytest-xdist workers when it is installed and no -n was given: the suite is CPU-bound and each
+# worker imports TensorFlow once (about 1.5 GB RSS each).
+_XDIST_WORKERS = int(os.environ.get("OPERA_KERAS_WORKERS", "2"))
+
 # Tests that cannot pass here or take minutes each, deselected by node id relative to keras/src.
 # (Filled from measured runs; see the report in benchmarks/ for the timings.)
 SKIPPED_TESTS: tuple[str, ...] = ()
@@ -40,8 +45,6 @@ SKIPPED_TESTS: tuple[str, ...] = ()
 
 def keras_source_root() -> Path:
     """``<site-packages>/keras/src`` of the installed keras, found without importing keras."""
-    import importlib.util
-
     spec = importlib.util.find_spec("keras")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("keras is not installed")
@@ -62,6 +65,9 @@ def keras_tests(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[Ope
     args = [] if explicit_paths else keras_test_paths()
     args += [f"--deselect={root / test}" for test in SKIPPED_TESTS]
     args += ["-p", "no:randomly", *user_args]
+    if _XDIST_WORKERS and not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in user_args):
+        if importlib.util.find_spec("xdist") is not None:
+            args += ["-n", str(_XDIST_WORKERS)]
     with tempfile.TemporaryDirectory(prefix="opera-keras-conftest-") as shim_dir:
         Path(shim_dir, "conftest.py").write_text(_CONFTEST_SHIM)
         python_path = os.pathsep.join(p for p in (shim_dir, os.environ.get("PYTHONPATH", "")) if p)
