@@ -103,8 +103,22 @@ def _worker_main(conn: Connection, settings: WorkerSettings, log_path: str | Non
                 print(f"opera worker: warm-up of {task.target} failed: {exc}", flush=True)
             warmed.add(task.target)
         conn.send(("begin", None))
-        outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
+        try:
+            outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
+        except (BrokenPipeError, EOFError):
+            return  # the parent is gone
+        except Exception as exc:  # a bug in Opera itself, not a verdict on the compiler
+            outcome = _internal_error(task, exc)
         conn.send(("done", outcome))
+
+
+def _internal_error(task: TestTask, exc: Exception) -> TaskOutcome:
+    import traceback
+
+    from opera.execution import invalid_result
+
+    text = "".join(traceback.format_exception(exc, limit=-6))
+    return TaskOutcome(task, result=invalid_result(task.instance, task.target, f"opera internal error: {text}"[:4000]))
 
 
 @dataclass
