@@ -18,6 +18,7 @@ log-log) over the synthetic sizes. Writes ``benchmarks/results/prioritize_scalin
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import platform
@@ -36,10 +37,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "prioritize_scaling.json"
 ARTIFACT_ONNX = Path("/work/shared/opera-artifact/onnx/data/original_migrated_onnx_tc.txt")
-EQUIPPED = Path("/work/shared/equipped/tvm-0.27_equipped_onnx_tc.txt")
+# Equipped corpus per template library (the operator score needs the compiler's own tests).
+EQUIPPED = {
+    "onnx": Path("/work/shared/equipped/tvm-0.27_equipped_onnx_tc.txt"),
+    "torch": Path("/work/shared/opera-artifact/torch/data/tvm_equipped_torch_tc.txt"),
+    "keras": Path("/work/shared/opera-artifact/keras/data/tvm_equipped_keras_tc.txt"),
+}
 PERTURB = 0.3
 
 
+@functools.cache
 def _real_corpus() -> tuple[str, list[Any]]:
     from opera.corpus import read_corpus
     from opera.equipped import read_equipped
@@ -109,19 +116,20 @@ def synthetic(n: int, seed: int, clock: list[float]) -> Iterator[Any]:
         yield inst
 
 
-def _equipped() -> list[Any]:
+def _equipped(library: str) -> list[Any]:
     from opera.equipped import read_equipped
 
-    return list(read_equipped([EQUIPPED])) if EQUIPPED.exists() else []
+    path = EQUIPPED[library]
+    return list(read_equipped([path])) if path.exists() else []
 
 
 def measure_one(kind: str, n: int, seed: int) -> dict[str, Any]:
     """Run in a child process: prioritize one corpus, report times and peak RSS."""
     from opera.prioritize import PrioritizeContext, prioritize
 
-    equipped = _equipped()
     clock = [0.0]
     if kind == "artifact-onnx":
+        equipped = _equipped("onnx")
         from opera.equipped import read_equipped
 
         t0 = time.perf_counter()
@@ -131,12 +139,15 @@ def measure_one(kind: str, n: int, seed: int) -> dict[str, Any]:
         clock[0] = time.perf_counter() - t0
         n = len(instances)
     else:
+        _, real = _real_corpus()
+        equipped = _equipped(real[0].library)
         instances = synthetic(n, seed, clock)
     ctx = PrioritizeContext(equipped=equipped, precover_equipped=True)
     generated_before = clock[0]
     start = time.perf_counter()
     ordering = prioritize(instances, "opera", ctx)
-    total = time.perf_counter() - start - (clock[0] - generated_before)  # minus streamed generation
+    streamed = clock[0] - generated_before  # generation interleaved with compiling the stream
+    total = time.perf_counter() - start - streamed
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "kind": kind,
@@ -146,7 +157,12 @@ def measure_one(kind: str, n: int, seed: int) -> dict[str, Any]:
         "generate_seconds": round(clock[0], 3),
         "peak_rss_mib": round(rss_kib / 1024, 1),
         "operators": ctx.notes.get("operators"),
+        "operators_in_equipped": ctx.notes.get("operators_in_equipped"),
         "elements": ctx.notes.get("elements"),
+        "groups": ctx.notes.get("groups"),
+        "rescored": ctx.notes.get("rescored"),
+        "compile_seconds": round(float(ctx.notes.get("compile_seconds", 0.0)) - streamed, 3),
+        "greedy_seconds": ctx.notes.get("greedy_seconds"),
     }
 
 
@@ -187,7 +203,8 @@ def main() -> int:
         print(
             f"{row['kind']:>14} n={row['n']:>9,}  prioritize {row['prioritize_seconds']:>8.2f} s  "
             f"generate {row['generate_seconds']:>8.2f} s  peak RSS {row['peak_rss_mib']:>8.1f} MiB  "
-            f"ops {row['operators']}  elements {row['elements']}",
+            f"ops {row['operators']} ({row['operators_in_equipped']} equipped)  groups {row['groups']}  "
+            f"compile {row['compile_seconds']} s  greedy {row['greedy_seconds']} s",
             flush=True,
         )
     synth = [(r["n"], r["prioritize_seconds"]) for r in rows if r["kind"] == "synthetic"]
@@ -199,8 +216,9 @@ def main() -> int:
     )
     out = {
         "benchmark": "prioritize_scaling",
-        "strategy": "opera (equipped tvm-0.27 onnx, precovered)",
+        "strategy": "opera (equipped partitions precovered)",
         "template_corpus": source,
+        "equipped": {lib: str(p) for lib, p in EQUIPPED.items()},
         "template_instances": len(real),
         "perturb_probability": PERTURB,
         "machine": {

@@ -22,6 +22,7 @@ operator score, then the operator seen first; within an operator, the instance s
 from __future__ import annotations
 
 import heapq
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -129,36 +130,58 @@ def greedy_order(
     *,
     use_diversity: bool = True,
     precovered: Iterable[int] = (),
+    stats: dict[str, object] | None = None,
 ) -> list[str]:
-    """Greedy order by ``op_score[op] * diversity``; ``use_diversity=False`` makes diversity 1."""
+    """Greedy order by ``op_score[op] * diversity``; ``use_diversity=False`` makes diversity 1.
+
+    Instances of one operator with the same element tuple (the interner shares it) always have the
+    same diversity, so each operator's heap holds one entry per distinct tuple (a *group*), keyed by
+    its first remaining instance; picking from a group re-enters it with its next instance.
+    """
     n_ops = len(op_score)
     covered = bytearray(corpus.interner.count)
     for e in precovered:
         covered[e] = 1
     getc = covered.__getitem__
-    elements = corpus.elements
     version = [0] * n_ops
     picks = [0] * n_ops
+    rescored = 0
 
-    def diversity(i: int) -> float:
-        el = elements[i]
+    # Groups: per operator, element tuple -> its instances in corpus order.
+    group_members: list[list[int]] = []
+    group_elements: list[tuple[int, ...]] = []
+    group_next: list[int] = []
+    group_of: list[dict[tuple[int, ...], int]] = [{} for _ in range(n_ops)]
+    for i, (op, el) in enumerate(zip(corpus.op_of, corpus.elements, strict=True)):
+        g = group_of[op].get(el)
+        if g is None:
+            g = group_of[op][el] = len(group_members)
+            group_members.append([])
+            group_elements.append(el)
+            group_next.append(0)
+        group_members[g].append(i)
+
+    def diversity(g: int) -> float:
+        el = group_elements[g]
         return (len(el) - sum(map(getc, el))) / len(el)
 
-    # Candidate heaps: (-diversity, index, version).
-    heaps: list[list[tuple[float, int, int]]] = [[] for _ in range(n_ops)]
-    for i, op in enumerate(corpus.op_of):
-        heaps[op].append((-diversity(i) if use_diversity else -1.0, i, 0))
-    for h in heaps:
-        heapq.heapify(h)
+    # Candidate heaps: (-diversity, first remaining instance, version, group).
+    heaps: list[list[tuple[float, int, int, int]]] = [[] for _ in range(n_ops)]
+    for op in range(n_ops):
+        for g in group_of[op].values():
+            heaps[op].append((-diversity(g) if use_diversity else -1.0, group_members[g][0], 0, g))
+        heapq.heapify(heaps[op])
 
     def best(op: int) -> tuple[float, int] | None:
+        nonlocal rescored
         h = heaps[op]
         v = version[op]
         while h:
-            negd, i, ver = h[0]
+            negd, i, ver, g = h[0]
             if ver == v or not use_diversity:
                 return -negd, i
-            heapq.heapreplace(h, (-diversity(i), i, v))
+            rescored += 1
+            heapq.heapreplace(h, (-diversity(g), i, v, g))
         return None
 
     def op_entry(op: int, div: float) -> tuple[float, int, float, int]:
@@ -178,23 +201,32 @@ def greedy_order(
         _, _, _, op = top[0]
         b = best(op)
         assert b is not None
-        _, i = b
-        heapq.heappop(heaps[op])
+        h = heaps[op]
+        negd, i, _, g = h[0]
         order.append(ids[i])
         picks[op] += 1
         if use_diversity:
             new = False
-            for e in elements[i]:
+            for e in group_elements[g]:
                 if not covered[e]:
                     covered[e] = 1
                     new = True
             if new:
                 version[op] += 1
+        group_next[g] += 1
+        members = group_members[g]
+        if group_next[g] < len(members):
+            # the group's own elements are now all covered: exact diversity 0 (or 1 without diversity)
+            heapq.heapreplace(h, (0.0 if use_diversity else negd, members[group_next[g]], version[op], g))
+        else:
+            heapq.heappop(h)
         nb = best(op)
         if nb is None:
             heapq.heappop(top)
         else:
             heapq.heapreplace(top, op_entry(op, nb[0]))
+    if stats is not None:
+        stats.update(groups=len(group_members), rescored=rescored)
     return order
 
 
@@ -208,6 +240,7 @@ def diversity_order(
     notes: dict[str, object] | None = None,
 ) -> list[str]:
     """Compile the corpus, score operators against the equipped corpus, run the greedy order."""
+    start = time.perf_counter()
     corpus = compile_corpus(instances)
     interner = corpus.interner
     counts = Counter(corpus.op_of)
@@ -222,11 +255,18 @@ def diversity_order(
             op = known.get(operator_key(inst))
             if op is not None:  # an operator the corpus does not use cannot matter
                 precovered.extend(interner.elements(op, inst))
+    compile_seconds = time.perf_counter() - start
+    stats: dict[str, object] = {}
+    start = time.perf_counter()
+    order = greedy_order(corpus, op_score, use_diversity=use_diversity, precovered=precovered, stats=stats)
     if notes is not None:
         notes.update(
+            compile_seconds=round(compile_seconds, 3),
+            greedy_seconds=round(time.perf_counter() - start, 3),
+            **stats,
             operators=len(interner.ops),
             operators_in_equipped=sum(1 for api in interner.ops if equipped_counts.get(api)),
             elements=interner.count,
             precovered_elements=len(set(precovered)),
         )
-    return greedy_order(corpus, op_score, use_diversity=use_diversity, precovered=precovered)
+    return order
