@@ -22,7 +22,7 @@ from opera.executors import TaskOutcome, TestTask, WorkerSettings
 from opera.model import OperatorInstance
 from opera.oracles import OracleConfig, compare_outputs, load_oracle_config
 from opera.outcomes import Outcome, Stage, TestResult
-from opera.signature import crash_signature, inconsistency_signature, native_signature
+from opera.signature import NATIVE_FRONTEND_COMPILERS, crash_signature, inconsistency_signature, native_signature
 from opera.unsupported import UnsupportedPatterns, exception_text, load_unsupported
 
 __all__ = ["WorkerState", "dead_worker_result", "execute_task", "instance_size", "invalid_result"]
@@ -195,7 +195,13 @@ def _execute_test(
         if matched is not None:
             return finish(Outcome.UNSUPPORTED, stage, message=_first_lines(text)), None
         compiler_packages = tuple({p.strip("/").split("/")[0] for p in target.frontend_paths} | {target.compiler})
-        signature = crash_signature(exc, task.target, target.frontend_paths, compiler_packages)
+        signature = crash_signature(
+            exc,
+            task.target,
+            target.frontend_paths,
+            compiler_packages,
+            native_frontend=target.compiler in NATIVE_FRONTEND_COMPILERS,
+        )
         tb = "".join(traceback.format_exception(exc, limit=-8))
         return finish(Outcome.CRASH, stage, signature=signature, message=_first_lines(tb, 4000)), context
 

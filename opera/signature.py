@@ -20,8 +20,10 @@ import traceback
 from collections.abc import Sequence
 
 __all__ = [
+    "NATIVE_FRONTEND_COMPILERS",
     "crash_signature",
     "inconsistency_signature",
+    "native_location",
     "native_signature",
     "normalize_message",
     "signature_digest",
@@ -60,12 +62,42 @@ def normalize_message(message: str, limit: int = 120) -> str:
     return _SPACES.sub(" ", text)[:limit]
 
 
+# Compilers whose frontends are C++ behind a thin Python wrapper: every conversion failure passes
+# through the same Python frame (OpenVINO's ``frontend.py:convert``), while the message names the
+# C++ translator that failed ("... failed at src/frontends/onnx/frontend/src/op/mod.cpp:27").
+NATIVE_FRONTEND_COMPILERS: frozenset[str] = frozenset({"openvino", "tensorrt"})
+
+_NATIVE_LOCATION = re.compile(r"((?:[\w.-]+/)*src/[\w/.+-]+\.(?:cpp|cc|cxx|hpp|h))(?::\d+)?")
+# Generic reporting/dispatch code that every failure passes through: not a location.
+_GENERIC_NATIVE = ("unconverted_ops_report", "frontend_manager", "/core/src/except")
+
+
+def native_location(message: str) -> str | None:
+    """The innermost specific C++ source file a native error message names, if any."""
+    found = [m.group(1) for m in _NATIVE_LOCATION.finditer(message)]
+    specific = [f for f in found if not any(g in f for g in _GENERIC_NATIVE)]
+    return specific[-1] if specific else None
+
+
 def crash_signature(
-    exc: BaseException, target: str, frontend_paths: Sequence[str], compiler_packages: Sequence[str] = ()
+    exc: BaseException,
+    target: str,
+    frontend_paths: Sequence[str],
+    compiler_packages: Sequence[str] = (),
+    *,
+    native_frontend: bool = False,
 ) -> str:
-    """``crash:<target>:<file>:<function>:<ExceptionType>``, or the fallbacks described above."""
+    """``crash:<target>:<file>:<function>:<ExceptionType>``, or the fallbacks described above.
+
+    ``native_frontend``: the frontend is C++ (see ``NATIVE_FRONTEND_COMPILERS``); a C++ source
+    file named in the message beats the Python wrapper frame.
+    """
     frames = traceback.extract_tb(exc.__traceback__)
     exc_type = type(exc).__name__
+    if native_frontend:
+        location = native_location(str(exc))
+        if location is not None:
+            return f"crash:{target}:{location}:{exc_type}"
     for fragments in (frontend_paths, compiler_packages):
         if not fragments:
             continue

@@ -88,3 +88,19 @@ def test_converter_names_of_real_frontends() -> None:
     assert converter_name(get_target("test-wrong"), relu) is None
     gelu = get_template("torch").build(torch_gelu())
     assert converter_name(get_target("tvm-torch"), gelu) == "aten.gelu.default"
+
+
+def test_native_frontend_signature_uses_the_cpp_translator_named_in_the_message() -> None:
+    message = (
+        "Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
+        "FrontEnd API failed with OpConversionFailure:\n-- Mod-28 with a message:\n"
+        "Check 'x.get_element_type().is_integral()' failed at src/frontends/onnx/frontend/src/op/mod.cpp:27:\n"
+    )
+    exc = _raise_through([("/venv/site-packages/openvino/frontend/frontend.py", "convert")], RuntimeError(message))
+    paths = ("openvino/frontend",)
+    assert crash_signature(exc, "ov-onnx", paths, ("openvino",), native_frontend=True) == (
+        "crash:ov-onnx:src/frontends/onnx/frontend/src/op/mod.cpp:RuntimeError"
+    )
+    assert crash_signature(exc, "ov-onnx", paths, ("openvino",)) == "crash:ov-onnx:openvino/frontend/frontend.py:convert:RuntimeError"
+    only_generic = _raise_through([("/venv/site-packages/openvino/frontend/frontend.py", "convert")], RuntimeError(message.split("\n")[0]))
+    assert crash_signature(only_generic, "ov-onnx", paths, native_frontend=True).startswith("crash:ov-onnx:openvino/frontend/frontend.py")
