@@ -23,7 +23,14 @@ __all__ = ["CONVERTER_NAMERS", "converter_name"]
 def _onnx_op(built: SingleOpModel) -> tuple[str, str, int | None]:
     node = built.model.graph.node[0]
     domain = node.domain or ""
-    opset = next((int(e.version) for e in built.model.opset_import if (e.domain or "") in (domain, "ai.onnx" if not domain else domain)), None)
+    opset = next(
+        (
+            int(e.version)
+            for e in built.model.opset_import
+            if (e.domain or "") in (domain, domain if domain else "ai.onnx")
+        ),
+        None,
+    )
     return node.op_type, domain, opset
 
 
@@ -50,7 +57,11 @@ def _aten_ops(built: SingleOpModel, target: Any) -> str | None:
 
     program = export_torch(built)
     names = sorted(
-        {str(node.target) for node in program.graph.nodes if node.op == "call_function" and "getitem" not in str(node.target)}
+        {
+            str(node.target)
+            for node in program.graph.nodes
+            if node.op == "call_function" and "getitem" not in str(node.target)
+        }
     )
     return "+".join(names) if names else None
 
@@ -87,7 +98,7 @@ def converter_name(target: Any, built: SingleOpModel) -> str | None:
     try:
         method = getattr(target, "converter_name", None)
         if method is not None:
-            return method(built)  # type: ignore[no-any-return]
+            return method(built)
         namer = CONVERTER_NAMERS.get(target.name)
         return namer(built, target) if namer is not None else None
     except Exception:  # naming is best effort: the API is a fine fallback

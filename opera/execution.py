@@ -22,7 +22,12 @@ from opera.executors import TaskOutcome, TestTask, WorkerSettings
 from opera.model import OperatorInstance
 from opera.oracles import OracleConfig, compare_outputs, load_oracle_config
 from opera.outcomes import Outcome, Stage, TestResult
-from opera.signature import NATIVE_FRONTEND_COMPILERS, crash_signature, inconsistency_signature, native_signature
+from opera.signature import (
+    NATIVE_FRONTEND_COMPILERS,
+    crash_signature,
+    inconsistency_signature,
+    native_signature,
+)
 from opera.unsupported import UnsupportedPatterns, exception_text, load_unsupported
 
 __all__ = ["WorkerState", "dead_worker_result", "execute_task", "instance_size", "invalid_result"]
@@ -162,8 +167,12 @@ def _execute_test(
         second = template.reference(built)
         built.inputs = _copies(pristine)  # in-place ops must not leak into the compiler's inputs
     except Exception as exc:
-        return finish(Outcome.INVALID, Stage.REFERENCE, message=_first_lines(f"{type(exc).__name__}: {exc}")), None
-    again = compare_outputs(reference, second, state.oracle, target=None, input_dtypes=_input_dtypes(pristine))
+        return finish(
+            Outcome.INVALID, Stage.REFERENCE, message=_first_lines(f"{type(exc).__name__}: {exc}")
+        ), None
+    again = compare_outputs(
+        reference, second, state.oracle, target=None, input_dtypes=_input_dtypes(pristine)
+    )
     if not again.consistent:
         return (
             finish(
@@ -194,7 +203,9 @@ def _execute_test(
         matched = state.unsupported.match(exc, task.target, getattr(target, "compiler", ""))
         if matched is not None:
             return finish(Outcome.UNSUPPORTED, stage, message=_first_lines(text)), None
-        compiler_packages = tuple({p.strip("/").split("/")[0] for p in target.frontend_paths} | {target.compiler})
+        compiler_packages = tuple(
+            {p.strip("/").split("/")[0] for p in target.frontend_paths} | {target.compiler}
+        )
         signature = crash_signature(
             exc,
             task.target,
@@ -217,8 +228,13 @@ def _execute_test(
             tolerance=_tolerance(inst),
         )
     except Exception as exc:  # outputs of a kind numpy cannot compare: the target's fault
-        return finish(Outcome.INCONSISTENT, Stage.COMPARE, signature=inconsistency_signature(task.target, inst.api),
-                      distance=float("inf"), message=f"outputs not comparable: {exc}"), context
+        return finish(
+            Outcome.INCONSISTENT,
+            Stage.COMPARE,
+            signature=inconsistency_signature(task.target, inst.api),
+            distance=float("inf"),
+            message=f"outputs not comparable: {exc}",
+        ), context
     if verdict.consistent:
         return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance), None
     from opera.converters import converter_name
@@ -242,7 +258,9 @@ def _temp_reproducer_path(directory: str, task: TestTask) -> Path:
     return path
 
 
-def _write_reproducer(task: TestTask, state: WorkerState, result: TestResult, context: _Context) -> str | None:
+def _write_reproducer(
+    task: TestTask, state: WorkerState, result: TestResult, context: _Context
+) -> str | None:
     """Write the script to a temporary name; the runner keeps it only if it is the smallest."""
     from opera.reproducers import write_reproducer
 
@@ -258,7 +276,9 @@ def _write_reproducer(task: TestTask, state: WorkerState, result: TestResult, co
             file_name=_temp_reproducer_path(state.settings.reproducer_dir, task).name,
         )
     except Exception as exc:  # a reproducer is a convenience: never fail the test over it
-        print(f"opera: could not write a reproducer for {task.instance.id} on {task.target}: {exc}", flush=True)
+        print(
+            f"opera: could not write a reproducer for {task.instance.id} on {task.target}: {exc}", flush=True
+        )
         return None
     return str(path) if path is not None else None
 

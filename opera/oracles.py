@@ -92,7 +92,9 @@ def _check_table(where: str, table: Any, allow_dtype: bool = False) -> dict[str,
                 _check_table(f"{where}.dtype.{dtype}", sub)
             continue
         if key not in _KEYS:
-            raise OperaError(f"oracle config: unknown key {key!r} in [{where}] (known: {', '.join(sorted(_KEYS))})")
+            raise OperaError(
+                f"oracle config: unknown key {key!r} in [{where}] (known: {', '.join(sorted(_KEYS))})"
+            )
         if key == "check_dtype":
             if not isinstance(value, bool):
                 raise OperaError(f"oracle config: {where}.{key} must be true or false")
@@ -114,7 +116,9 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
         raise OperaError(f"oracle config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
     default = _check_table("default", data.get("default", {}))
     by_dtype = {k: _check_table(f"dtype.{k}", v) for k, v in data.get("dtype", {}).items()}
-    by_target = {k: _check_table(f"target.{k}", v, allow_dtype=True) for k, v in data.get("target", {}).items()}
+    by_target = {
+        k: _check_table(f"target.{k}", v, allow_dtype=True) for k, v in data.get("target", {}).items()
+    }
     base = Threshold()
     return OracleConfig(
         default=Threshold(
@@ -160,15 +164,21 @@ def nonfinite_mismatch(reference: Any, actual: Any) -> str | None:
         return None  # strings/objects are compared by equality
     a = a.astype(np.complex128) if a.dtype.kind == "c" or b.dtype.kind == "c" else a.astype(np.float64)
     b = b.astype(a.dtype)
-    for part, name in ((np.real, ""), (np.imag, " (imaginary part)")) if a.dtype.kind == "c" else ((lambda z: z, ""),):
+    for part, name in (
+        ((np.real, ""), (np.imag, " (imaginary part)")) if a.dtype.kind == "c" else ((lambda z: z, ""),)
+    ):
         pa, pb = part(a), part(b)
         nan_a, nan_b = np.isnan(pa), np.isnan(pb)
         if not np.array_equal(nan_a, nan_b):
-            return f"NaN positions differ{name}: reference {int(nan_a.sum())} NaN, actual {int(nan_b.sum())} NaN"
+            return (
+                f"NaN positions differ{name}: reference {int(nan_a.sum())} NaN, actual {int(nan_b.sum())} NaN"
+            )
         for sign, label in ((1, "+Inf"), (-1, "-Inf")):
             inf_a, inf_b = pa == sign * np.inf, pb == sign * np.inf
             if not np.array_equal(inf_a, inf_b):
-                return f"{label} positions differ{name}: reference {int(inf_a.sum())}, actual {int(inf_b.sum())}"
+                return (
+                    f"{label} positions differ{name}: reference {int(inf_a.sum())}, actual {int(inf_b.sum())}"
+                )
     return None
 
 
@@ -191,7 +201,9 @@ def chebyshev_distance(reference: Any, actual: Any) -> float:
         differs = a != b
         if not differs.any():
             return 0.0
-        return float(max(abs(int(x) - int(y)) for x, y in zip(a[differs].tolist(), b[differs].tolist())))
+        return float(
+            max(abs(int(x) - int(y)) for x, y in zip(a[differs].tolist(), b[differs].tolist(), strict=True))
+        )
     if nonfinite_mismatch(a, b) is not None:
         return math.inf
     kind = np.complex128 if (a.dtype.kind == "c" or b.dtype.kind == "c") else np.float64
@@ -239,10 +251,12 @@ def compare_outputs(
 ) -> Comparison:
     """Compare every output; the distance is recorded even when the comparison passes."""
     if len(reference) != len(actual):
-        return Comparison(False, math.inf, f"output count differs: reference {len(reference)}, actual {len(actual)}")
+        return Comparison(
+            False, math.inf, f"output count differs: reference {len(reference)}, actual {len(actual)}"
+        )
     worst: float = 0.0
     failures: list[str] = []
-    for index, (ref_value, act_value) in enumerate(zip(reference, actual)):
+    for index, (ref_value, act_value) in enumerate(zip(reference, actual, strict=True)):
         ref, act = np.asarray(ref_value), np.asarray(act_value)
         threshold = config.threshold(target, _judging_dtype(ref, input_dtypes))
         if tolerance is not None and (ref.dtype.kind in "fcV" or ref.dtype.name in _LOW_PRECISION):

@@ -8,13 +8,13 @@ converting.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 __all__ = ["FAILURE_OUTCOMES", "Outcome", "Stage", "TestResult"]
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     PASS = "pass"
     INVALID = "invalid"  # the library itself rejects the instance (or cannot produce the artifact)
     UNSUPPORTED = "unsupported"  # the frontend says it does not support it: recorded, not a bug
@@ -31,7 +31,7 @@ FAILURE_OUTCOMES: frozenset[Outcome] = frozenset(
 )
 
 
-class Stage(str, Enum):
+class Stage(StrEnum):
     REFERENCE = "reference"  # build the model and run it in the source library
     CONVERT = "convert"  # frontend: library model -> compiler IR
     COMPILE = "compile"

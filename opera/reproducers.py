@@ -193,7 +193,7 @@ REPRODUCER_STEPS: dict[str, Callable[[SingleOpModel, Any], ReproducerSteps]] = {
 def reproducer_steps_for(target: Any) -> Callable[[SingleOpModel], ReproducerSteps] | None:
     method = getattr(target, "reproducer_steps", None)
     if method is not None:
-        return method  # type: ignore[no-any-return]
+        return method
     table_entry = REPRODUCER_STEPS.get(target.name)
     if table_entry is None:
         return None
@@ -209,7 +209,13 @@ def _encode_arrays(arrays: list[Any]) -> str:
         arr = np.ascontiguousarray(np.asarray(value))
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
-        items.append({"dtype": arr.dtype.name, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode()})
+        items.append(
+            {
+                "dtype": arr.dtype.name,
+                "shape": list(arr.shape),
+                "b64": base64.b64encode(arr.tobytes()).decode(),
+            }
+        )
     return json.dumps(items)
 
 
@@ -328,7 +334,9 @@ def write_reproducer(
     artifact, inputs, code = steps_of(built)
     from opera.oracles import load_oracle_config
 
-    threshold = load_oracle_config().threshold(target.name, np.asarray(reference[0]).dtype.name if reference else "float32")
+    threshold = load_oracle_config().threshold(
+        target.name, np.asarray(reference[0]).dtype.name if reference else "float32"
+    )
     if instance.tolerance is not None:
         threshold = threshold.loosened(instance.tolerance.atol, instance.tolerance.rtol)
     message = " ".join(result.message.strip().splitlines()[-1:])[:300].replace('"""', "'''")

@@ -112,13 +112,17 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
 
     def render(self, store_path: str) -> str:
-        lines = [f"run {self.run_id}: {self.status}, {self.ran_now} tests in {self.elapsed_s:.1f} s ({self.planned} planned)"]
+        lines = [
+            f"run {self.run_id}: {self.status}, {self.ran_now} tests in {self.elapsed_s:.1f} s ({self.planned} planned)"
+        ]
         outcomes = [o.value for o in Outcome]
         width = max([len(t) for t in self.counts] + [6])
         lines.append(" ".join([f"{'target':<{width}}"] + [f"{o:>{max(len(o), 5)}}" for o in outcomes]))
         for target in sorted(self.counts):
             row = self.counts[target]
-            lines.append(" ".join([f"{target:<{width}}"] + [f"{row.get(o, 0):>{max(len(o), 5)}}" for o in outcomes]))
+            lines.append(
+                " ".join([f"{target:<{width}}"] + [f"{row.get(o, 0):>{max(len(o), 5)}}" for o in outcomes])
+            )
         if self.new_signatures:
             lines.append(f"new bug signatures ({len(self.new_signatures)}):")
             lines.extend(f"  {s}" for s in self.new_signatures)
@@ -177,7 +181,9 @@ def plan_tests(
         named = set(ordered)
         rest = [i for i in ids if i not in named]
         if rest:
-            notes.append(f"note: {len(rest)} corpus instance(s) not in the order file run after the ordered ones")
+            notes.append(
+                f"note: {len(rest)} corpus instance(s) not in the order file run after the ordered ones"
+            )
         ids = ordered + rest
     libraries = set(target_libraries.values())
     matching = [i for i in ids if instances[i].library in libraries]
@@ -186,7 +192,9 @@ def plan_tests(
         notes.append(f"note: {skipped} instance(s) of libraries no requested target consumes were skipped")
     if limit is not None:
         matching = matching[:limit]
-    planned = [(iid, t) for iid in matching for t, lib in target_libraries.items() if lib == instances[iid].library]
+    planned = [
+        (iid, t) for iid in matching for t, lib in target_libraries.items() if lib == instances[iid].library
+    ]
     if not planned:
         raise OperaError(
             f"nothing to run: no corpus instance of the libraries {', '.join(sorted(libraries))} "
@@ -274,7 +282,11 @@ def start_run(
     versions = {name: _safe_versions(t) for name, t in targets.items()}
     with ResultStore(config.store) as store:
         run_id = store.create_run(
-            config.to_json(), tool_version=__version__, versions=versions, corpus=config.corpus, planned=planned
+            config.to_json(),
+            tool_version=__version__,
+            versions=versions,
+            corpus=config.corpus,
+            planned=planned,
         )
         for note in notes:
             print(note, file=out or sys.stderr)
@@ -326,7 +338,9 @@ def _safe_versions(target: Any) -> dict[str, str]:
 
 class _Progress:
     def __init__(self, total: int, done: int, run_id: int, show: bool) -> None:
-        self.bar = progress_bar(total=total, desc=f"run {run_id}", unit="test", disable=not show, initial=done)
+        self.bar = progress_bar(
+            total=total, desc=f"run {run_id}", unit="test", disable=not show, initial=done
+        )
         self.counts: Counter[str] = Counter()
 
     def update(self, result: TestResult) -> None:
@@ -446,7 +460,9 @@ def _handle(
         store.set_reproducer(run_id, task.instance.id, task.target, failed.signature, path, size)
 
 
-def _adopt(store: ResultStore, repro_dir: Path | None, signature: str | None, size: int, temp_path: str) -> str | None:
+def _adopt(
+    store: ResultStore, repro_dir: Path | None, signature: str | None, size: int, temp_path: str
+) -> str | None:
     """Keep a worker's temporary reproducer as ``repro/<signature-hash>.py`` when it is the
     signature's smallest instance so far; delete it otherwise."""
     if repro_dir is None or signature is None or not store.wants_reproducer(signature, size):

@@ -224,10 +224,21 @@ class ResultStore:
     @staticmethod
     def _run_record(row: sqlite3.Row | tuple[Any, ...]) -> RunRecord:
         rid, config, tool_version, versions, corpus, started, ended, status = row
-        return RunRecord(rid, json.loads(config), tool_version, json.loads(versions), json.loads(corpus), started, ended, status)
+        return RunRecord(
+            rid,
+            json.loads(config),
+            tool_version,
+            json.loads(versions),
+            json.loads(corpus),
+            started,
+            ended,
+            status,
+        )
 
     def planned(self, run_id: int) -> list[PlannedTest]:
-        rows = self._db.execute("SELECT seq, instance_id, target FROM planned WHERE run=? ORDER BY seq", (run_id,))
+        rows = self._db.execute(
+            "SELECT seq, instance_id, target FROM planned WHERE run=? ORDER BY seq", (run_id,)
+        )
         return [PlannedTest(*r) for r in rows]
 
     def pending(self, run_id: int) -> list[PlannedTest]:
@@ -275,7 +286,9 @@ class ResultStore:
                     f"run {run_id} already has a result for {result.instance_id} on {result.target}"
                 ) from None
             if result.signature and result.outcome in FAILURE_OUTCOMES:
-                row = self._db.execute("SELECT count FROM bugs WHERE signature=?", (result.signature,)).fetchone()
+                row = self._db.execute(
+                    "SELECT count FROM bugs WHERE signature=?", (result.signature,)
+                ).fetchone()
                 if row is None:
                     new_bug = True
                     self._db.execute(
@@ -296,13 +309,18 @@ class ResultStore:
                     )
                 else:
                     self._db.execute(
-                        "UPDATE bugs SET last_run=?, count=count+1 WHERE signature=?", (run_id, result.signature)
+                        "UPDATE bugs SET last_run=?, count=count+1 WHERE signature=?",
+                        (run_id, result.signature),
                     )
                 if result.reproducer:
-                    self._adopt_reproducer(result.signature, result.reproducer, instance_size, result.instance_id)
+                    self._adopt_reproducer(
+                        result.signature, result.reproducer, instance_size, result.instance_id
+                    )
         return new_bug
 
-    def _adopt_reproducer(self, signature: str, path: str, instance_size: int | None, instance_id: str) -> None:
+    def _adopt_reproducer(
+        self, signature: str, path: str, instance_size: int | None, instance_id: str
+    ) -> None:
         size = instance_size if instance_size is not None else 1 << 62
         self._db.execute(
             """UPDATE bugs SET reproducer=?, reproducer_size=?, example_instance=?
@@ -312,7 +330,9 @@ class ResultStore:
 
     def wants_reproducer(self, signature: str, instance_size: int) -> bool:
         """True when the bug has no reproducer yet or this instance is smaller than its example."""
-        row = self._db.execute("SELECT reproducer, reproducer_size FROM bugs WHERE signature=?", (signature,)).fetchone()
+        row = self._db.execute(
+            "SELECT reproducer, reproducer_size FROM bugs WHERE signature=?", (signature,)
+        ).fetchone()
         if row is None:
             return True
         reproducer, size = row

@@ -63,7 +63,9 @@ def _compile_list(where: str, table: object) -> tuple[re.Pattern[str], ...]:
         try:
             compiled.append(re.compile(text))
         except re.error as exc:
-            raise OperaError(f"unsupported config: bad regular expression in {where}: {text!r} ({exc})") from None
+            raise OperaError(
+                f"unsupported config: bad regular expression in {where}: {text!r} ({exc})"
+            ) from None
     return tuple(compiled)
 
 

@@ -40,7 +40,10 @@ def add(shape_a: tuple[int, ...], shape_b: tuple[int, ...], seed: int = 0) -> Op
         library="onnx",
         api="onnx::Add",
         kind=InstanceKind.ONNX_NODE,
-        inputs=(rng.standard_normal(shape_a).astype(np.float32), rng.standard_normal(shape_b).astype(np.float32)),
+        inputs=(
+            rng.standard_normal(shape_a).astype(np.float32),
+            rng.standard_normal(shape_b).astype(np.float32),
+        ),
         extra=dict(ONNX_EXTRA),
         source=Source(suite="opera-tests", test="add"),
     )

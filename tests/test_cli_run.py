@@ -51,7 +51,20 @@ def test_sigkill_mid_run_then_resume_runs_each_test_exactly_once(tmp_path, capsy
     instances = [fault("slow", k) for k in range(20)]
     corpus = write(tmp_path / "c.jsonl", instances)
     store = tmp_path / "opera.db"
-    cmd = [*OPERA, "run", str(corpus), "-t", "test-faults", "-t", "test-wrong", "--store", str(store), "--workers", "2", "-q"]
+    cmd = [
+        *OPERA,
+        "run",
+        str(corpus),
+        "-t",
+        "test-faults",
+        "-t",
+        "test-wrong",
+        "--store",
+        str(store),
+        "--workers",
+        "2",
+        "-q",
+    ]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while _count(store) < 8 and time.monotonic() < deadline and proc.poll() is None:
@@ -63,7 +76,11 @@ def test_sigkill_mid_run_then_resume_runs_each_test_exactly_once(tmp_path, capsy
     assert 8 <= done_before < 40, f"the run was not killed mid-way ({done_before} results)"
     assert workers, "no worker processes seen"
     time.sleep(1.0)
-    assert not [p for p in workers if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[1][:3]], "workers outlived the killed run"
+    assert not [
+        p
+        for p in workers
+        if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[1][:3]
+    ], "workers outlived the killed run"
     with ResultStore(store) as db:
         assert db.get_run(1).status == "running"
         before = {(r.instance_id, r.target): r for r in db.results(1)}
@@ -119,15 +136,37 @@ def test_user_errors_exit_2_with_one_line(tmp_path, capsys) -> None:
 
 def test_exit_code_of_the_real_command(tmp_path) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(1))
-    proc = subprocess.run([*OPERA, "run", str(corpus), "-t", "nope", "--store", str(tmp_path / "s.db")],
-                          capture_output=True, text=True, env=ENV, timeout=60)
+    proc = subprocess.run(
+        [*OPERA, "run", str(corpus), "-t", "nope", "--store", str(tmp_path / "s.db")],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "unknown target" in proc.stderr
 
 
 def test_budget_stops_starting_tests_and_resume_finishes(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", [fault("slow", k) for k in range(12)])
     store = str(tmp_path / "s.db")
-    assert main(["run", str(corpus), "-t", "test-faults", "--store", store, "--workers", "1", "--budget", "1s", "-q"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(corpus),
+                "-t",
+                "test-faults",
+                "--store",
+                store,
+                "--workers",
+                "1",
+                "--budget",
+                "1s",
+                "-q",
+            ]
+        )
+        == 0
+    )
     with ResultStore(store) as db:
         assert db.get_run(1).status == "budget-exhausted"
         assert 0 < len(db.results(1)) < 12
@@ -144,14 +183,17 @@ def test_real_onnx_frontends_tvm_and_openvino(tmp_path) -> None:
     instances = [relus(1)[0], add((3, 4), (4,)), tfidf()]
     corpus = write(tmp_path / "c.jsonl", instances)
     store = str(tmp_path / "s.db")
-    summary = start_run(RunConfig(corpus=[str(corpus)], targets=["tvm-onnx", "ov-onnx"], store=store, workers=2),
-                        show_progress=False)
+    summary = start_run(
+        RunConfig(corpus=[str(corpus)], targets=["tvm-onnx", "ov-onnx"], store=store, workers=2),
+        show_progress=False,
+    )
     with ResultStore(store) as db:
         results = {(r.api, r.target): r for r in db.results(summary.run_id)}
     for target in ("tvm-onnx", "ov-onnx"):
         assert results[("onnx::Relu", target)].outcome is Outcome.PASS
         assert results[("onnx::Add", target)].outcome is Outcome.PASS
-        assert results[("onnx::Add", target)].distance is not None and results[("onnx::Add", target)].distance < 1e-5
+        add_distance = results[("onnx::Add", target)].distance
+        assert add_distance is not None and add_distance < 1e-5
         unsupported = results[("onnx::TfIdfVectorizer", target)]
         assert unsupported.outcome is Outcome.UNSUPPORTED, unsupported.message
         assert "TfIdfVectorizer" in unsupported.message
@@ -173,7 +215,10 @@ def test_targets_lists_versions_and_hides_test_only_targets(capsys) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("OPERA_SLOW_TESTS"), reason="imports torch+TF+TVM+OpenVINO in two workers (~1 min); set OPERA_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    not os.environ.get("OPERA_SLOW_TESTS"),
+    reason="imports torch+TF+TVM+OpenVINO in two workers (~1 min); set OPERA_SLOW_TESTS=1",
+)
 def test_real_torch_and_keras_frontends(tmp_path) -> None:
     """One torch function on tvm-torch / ov-torch / inductor-torch and one Keras layer on
     tvm-keras / ov-keras, through the real templates and artifacts: all pass."""
@@ -181,8 +226,10 @@ def test_real_torch_and_keras_frontends(tmp_path) -> None:
 
     corpus = write(tmp_path / "c.jsonl", [torch_gelu(), keras_dense()])
     targets = ["tvm-torch", "ov-torch", "inductor-torch", "tvm-keras", "ov-keras"]
-    summary = start_run(RunConfig(corpus=[str(corpus)], targets=targets, store=str(tmp_path / "s.db"), workers=2),
-                        show_progress=False)
+    summary = start_run(
+        RunConfig(corpus=[str(corpus)], targets=targets, store=str(tmp_path / "s.db"), workers=2),
+        show_progress=False,
+    )
     with ResultStore(str(tmp_path / "s.db")) as db:
         results = {r.target: r for r in db.results(summary.run_id)}
     assert set(results) == set(targets)

@@ -71,7 +71,9 @@ def test_half_precision_is_looser_and_instance_tolerance_applies(config) -> None
     h = np.zeros(4, np.float16)
     assert compare_outputs([h], [h + np.float16(5e-3)], config).consistent
     bf = np.zeros(4, ml_dtypes.bfloat16)
-    assert compare_outputs([bf], [(bf.astype(np.float32) + 0.03).astype(ml_dtypes.bfloat16)], config).consistent
+    assert compare_outputs(
+        [bf], [(bf.astype(np.float32) + 0.03).astype(ml_dtypes.bfloat16)], config
+    ).consistent
     # float32 output of a float16 computation is judged with the float16 threshold
     f = np.zeros(4, np.float32)
     assert compare_outputs([f], [f + 5e-3], config, input_dtypes=["float16"]).consistent
@@ -86,7 +88,9 @@ def test_integers_exact(config) -> None:
 
 def test_config_override_per_target_and_dtype(tmp_path, config) -> None:
     path = tmp_path / "o.toml"
-    path.write_text('[default]\natol = 0.5\n[target."t1"]\natol = 0.01\n[target."t1".dtype.float64]\natol = 2.0\n')
+    path.write_text(
+        '[default]\natol = 0.5\n[target."t1"]\natol = 0.01\n[target."t1".dtype.float64]\natol = 2.0\n'
+    )
     cfg = load_oracle_config(path)
     assert cfg.threshold(None, "float32").atol == 0.5
     assert cfg.threshold("t1", "float32").atol == 0.01

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,14 +39,24 @@ def test_wrong_target_is_inconsistent_invalids_recorded_and_reproducer_shows_it(
         r = by_id[inst.id]
         assert r.outcome is Outcome.INCONSISTENT and r.stage is Stage.COMPARE
         assert r.distance == pytest.approx(1.0)
-    assert by_id[instances[3].id].outcome is Outcome.INVALID and "validity gate" in by_id[instances[3].id].message
-    assert by_id[instances[4].id].outcome is Outcome.INVALID and "not migratable" in by_id[instances[4].id].message
+    assert (
+        by_id[instances[3].id].outcome is Outcome.INVALID
+        and "validity gate" in by_id[instances[3].id].message
+    )
+    assert (
+        by_id[instances[4].id].outcome is Outcome.INVALID
+        and "not migratable" in by_id[instances[4].id].message
+    )
     assert [b.signature for b in bugs] == ["inconsistent:test-wrong:onnx::Relu"]
     assert summary.new_signatures == ["inconsistent:test-wrong:onnx::Relu"]
     # the reproducer stands alone: run it without Opera on the path
     script = bugs[0].reproducer
     assert script is not None and script.endswith(".py")
-    assert "opera" not in [line.split()[1].split(".")[0] for line in open(script) if line.startswith(("import ", "from "))]
+    assert "opera" not in [
+        line.split()[1].split(".")[0]
+        for line in Path(script).read_text().splitlines()
+        if line.startswith(("import ", "from "))
+    ]
     proc = subprocess.run([sys.executable, "-I", script], capture_output=True, text=True, timeout=60, env=ENV)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REPRODUCED" in proc.stdout and "distance 1" in proc.stdout
@@ -55,7 +66,9 @@ def test_same_seed_same_verdicts(tmp_path) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(2))
     first = _run(tmp_path, corpus, ["test-wrong"])[1]
     second = _run(tmp_path, corpus, ["test-wrong"])[1]
-    assert [(r.instance_id, r.outcome, r.distance) for r in first] == [(r.instance_id, r.outcome, r.distance) for r in second]
+    assert [(r.instance_id, r.outcome, r.distance) for r in first] == [
+        (r.instance_id, r.outcome, r.distance) for r in second
+    ]
 
 
 def test_faulty_workers_are_replaced_and_recorded(tmp_path) -> None:
@@ -64,14 +77,20 @@ def test_faulty_workers_are_replaced_and_recorded(tmp_path) -> None:
     good = relus(3)
     corpus = write(tmp_path / "c.jsonl", [good[0], *faulty[:3], good[1], *faulty[3:], good[2]])
     summary, results, _ = _run(
-        tmp_path, corpus, ["test-faults"], workers=2, timeout_s=4.0, max_rss_bytes=512 << 20
+        tmp_path, corpus, ["test-faults"], workers=2, timeout_s=4.0, max_rss_bytes=400 << 20
     )
-    by_kind = {inst.source.test[len("fault:"):]: next(r for r in results if r.instance_id == inst.id) for inst in faulty}
+    by_kind = {
+        inst.source.test[len("fault:") :]: next(r for r in results if r.instance_id == inst.id)
+        for inst in faulty
+    }
     assert len(results) == 9 and summary.status == "complete"
     assert all(r.outcome is Outcome.PASS for r in results if r.instance_id in {g.id for g in good})
     assert by_kind["segv"].outcome is Outcome.NATIVE_CRASH and "SIGSEGV" in (by_kind["segv"].signature or "")
     assert by_kind["segv"].stage is Stage.CONVERT
-    assert by_kind["abort@compile"].outcome is Outcome.NATIVE_CRASH and by_kind["abort@compile"].stage is Stage.COMPILE
+    assert (
+        by_kind["abort@compile"].outcome is Outcome.NATIVE_CRASH
+        and by_kind["abort@compile"].stage is Stage.COMPILE
+    )
     assert "SIGABRT" in by_kind["abort@compile"].message
     assert by_kind["hang"].outcome is Outcome.TIMEOUT and by_kind["hang"].duration >= 4.0
     # unbounded allocation: the parent's RSS watch kills the worker -> native-crash, cause "memory"
@@ -79,7 +98,10 @@ def test_faulty_workers_are_replaced_and_recorded(tmp_path) -> None:
     assert (by_kind["alloc@run"].signature or "").endswith(":memory")
     assert by_kind["raise"].outcome is Outcome.CRASH
     assert by_kind["raise"].signature == "crash:test-faults:opera/targets/testing.py:_inject:RuntimeError"
-    assert by_kind["unsupported@run"].outcome is Outcome.UNSUPPORTED and by_kind["unsupported@run"].signature is None
+    assert (
+        by_kind["unsupported@run"].outcome is Outcome.UNSUPPORTED
+        and by_kind["unsupported@run"].signature is None
+    )
 
 
 def test_plan_order_limit_and_durations(tmp_path) -> None:
@@ -88,7 +110,9 @@ def test_plan_order_limit_and_durations(tmp_path) -> None:
     order_file = tmp_path / "order.txt"
     order_file.write_text(f"# best first\n{ids[2]}\n\n{ids[0]}  # a comment\n")
     notes: list[str] = []
-    planned = plan_tests(instances, {"test-wrong": "onnx", "tvm-torch": "torch"}, order=read_order(order_file), notes=notes)
+    planned = plan_tests(
+        instances, {"test-wrong": "onnx", "tvm-torch": "torch"}, order=read_order(order_file), notes=notes
+    )
     assert [p[0] for p in planned] == [ids[2], ids[0], ids[1], ids[3]]  # the rest follow in corpus order
     assert all(t == "test-wrong" for _, t in planned) and "2 corpus instance(s)" in notes[0]
     assert len(plan_tests(instances, {"test-wrong": "onnx"}, limit=2)) == 2

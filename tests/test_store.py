@@ -11,14 +11,29 @@ from opera.outcomes import Outcome, Stage, TestResult
 from opera.store import ResultStore, StoreError
 
 
-def _result(iid: str, target: str = "t", outcome: Outcome = Outcome.PASS, sig: str | None = None, **kw) -> TestResult:
-    return TestResult(instance_id=iid, api="onnx::Relu", target=target, outcome=outcome, stage=Stage.COMPARE, signature=sig, **kw)
+def _result(
+    iid: str, target: str = "t", outcome: Outcome = Outcome.PASS, sig: str | None = None, **kw
+) -> TestResult:
+    return TestResult(
+        instance_id=iid,
+        api="onnx::Relu",
+        target=target,
+        outcome=outcome,
+        stage=Stage.COMPARE,
+        signature=sig,
+        **kw,
+    )
 
 
 def test_run_results_and_pending_roundtrip(tmp_path) -> None:
     with ResultStore(tmp_path / "s.db") as store:
-        run = store.create_run({"seed": 0}, tool_version="x", versions={"tvm": "1"}, corpus=["c.jsonl"],
-                               planned=[("a", "t"), ("b", "t"), ("c", "t")])
+        run = store.create_run(
+            {"seed": 0},
+            tool_version="x",
+            versions={"tvm": "1"},
+            corpus=["c.jsonl"],
+            planned=[("a", "t"), ("b", "t"), ("c", "t")],
+        )
         assert [p.instance_id for p in store.pending(run)] == ["a", "b", "c"]
         store.add_result(run, _result("b", distance=math.inf, duration=0.5, message="m"))
         assert [p.instance_id for p in store.pending(run)] == ["a", "c"]
@@ -51,7 +66,11 @@ def test_bugs_are_counted_per_signature_with_smallest_reproducer(tmp_path) -> No
         store.set_reproducer(run, "a", "t", "S1", "/r/bigger.py", 300)  # not smaller: kept
         bugs = {b.signature: b for b in store.bugs()}
         assert set(bugs) == {"S1", "S2"}
-        assert bugs["S1"].count == 2 and bugs["S1"].reproducer == "/r/small.py" and bugs["S1"].example_instance == "b"
+        assert (
+            bugs["S1"].count == 2
+            and bugs["S1"].reproducer == "/r/small.py"
+            and bugs["S1"].example_instance == "b"
+        )
         run2 = store.create_run({}, tool_version="x", versions={}, corpus=[], planned=[])
         store.add_result(run2, _result("a", outcome=Outcome.CRASH, sig="S1"))
         assert [b.signature for b in store.bugs(run2)] == ["S1"]

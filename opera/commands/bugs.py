@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for b in bugs:
         print(f"{b.count:>5}  {b.signature}")
-        print(f"       first run {b.first_run}, last run {b.last_run}, example {b.example_instance} ({b.example_api})")
+        print(
+            f"       first run {b.first_run}, last run {b.last_run}, example {b.example_instance} ({b.example_api})"
+        )
         print(f"       reproducer: {b.reproducer or '-'}")
     print(f"{len(bugs)} signature(s)")
     return 0

@@ -22,19 +22,36 @@ def _size(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", nargs="*", help="corpus files (.jsonl / .jsonl.gz); not with --resume")
-    parser.add_argument("--target", "-t", action="append", default=[], help="target name (repeatable; see `opera targets`)")
+    parser.add_argument(
+        "--target", "-t", action="append", default=[], help="target name (repeatable; see `opera targets`)"
+    )
     parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
-    parser.add_argument("--order", help="file of instance ids, one per line (# comments); others run after them")
+    parser.add_argument(
+        "--order", help="file of instance ids, one per line (# comments); others run after them"
+    )
     parser.add_argument("--limit", type=int, help="run only the first N instances (after ordering)")
     parser.add_argument("--budget", help="stop starting tests after this long: 90s, 30m, 2h, 1h30m")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     parser.add_argument("--timeout", default=None, help="per-test timeout (default 60s)")
-    parser.add_argument("--max-rss", default=None, help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for generated inputs and weights (default 0)")
+    parser.add_argument(
+        "--max-rss",
+        default=None,
+        help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed for generated inputs and weights (default 0)"
+    )
     parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/oracles.toml)")
-    parser.add_argument("--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)")
+    parser.add_argument(
+        "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
+    )
     parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
-    parser.add_argument("--resume", type=int, metavar="RUN", help="finish run RUN of the store (corpus, targets, order, limit, seed come from it)")
+    parser.add_argument(
+        "--resume",
+        type=int,
+        metavar="RUN",
+        help="finish run RUN of the store (corpus, targets, order, limit, seed come from it)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
@@ -46,13 +63,27 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise OperaError("--limit must be at least 1")
     if args.resume is not None:
-        given = [flag for flag, value in (("CORPUS", args.corpus), ("--target", args.target), ("--order", args.order),
-                                          ("--limit", args.limit), ("--oracle-config", args.oracle_config))
-                 if value]
+        given = [
+            flag
+            for flag, value in (
+                ("CORPUS", args.corpus),
+                ("--target", args.target),
+                ("--order", args.order),
+                ("--limit", args.limit),
+                ("--oracle-config", args.oracle_config),
+            )
+            if value
+        ]
         if given:
             raise OperaError(f"--resume takes {', '.join(given)} from the stored run; leave them out")
-        summary = resume_run(args.store, args.resume, workers=args.workers, timeout_s=timeout, budget_s=budget,
-                             show_progress=not args.quiet)
+        summary = resume_run(
+            args.store,
+            args.resume,
+            workers=args.workers,
+            timeout_s=timeout,
+            budget_s=budget,
+            show_progress=not args.quiet,
+        )
     else:
         if not args.corpus:
             raise OperaError("no corpus file given")

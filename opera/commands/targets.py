@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from opera.targets import all_targets
 
@@ -16,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for target in all_targets(include_test_only=args.all):
         try:
             reason = target.availability()
@@ -28,14 +29,27 @@ def run(args: argparse.Namespace) -> int:
                 versions = dict(target.versions())
             except Exception as exc:
                 reason = f"versions failed: {type(exc).__name__}: {exc}"
-        rows.append({"name": target.name, "library": target.library, "compiler": target.compiler,
-                     "available": reason is None, "reason": reason, "versions": versions, "test_only": target.test_only})
+        rows.append(
+            {
+                "name": target.name,
+                "library": target.library,
+                "compiler": target.compiler,
+                "available": reason is None,
+                "reason": reason,
+                "versions": versions,
+                "test_only": target.test_only,
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     width = max((len(r["name"]) for r in rows), default=4)
     for r in rows:
-        detail = ", ".join(f"{k} {v}" for k, v in r["versions"].items()) if r["available"] else f"unavailable: {r['reason']}"
+        detail = (
+            ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+            if r["available"]
+            else f"unavailable: {r['reason']}"
+        )
         tag = " (test-only)" if r["test_only"] else ""
         print(f"{r['name']:<{width}}  {r['library']:<6} {detail}{tag}")
     return 0

@@ -118,7 +118,9 @@ def _internal_error(task: TestTask, exc: Exception) -> TaskOutcome:
     from opera.execution import invalid_result
 
     text = "".join(traceback.format_exception(exc, limit=-6))
-    return TaskOutcome(task, result=invalid_result(task.instance, task.target, f"opera internal error: {text}"[:4000]))
+    return TaskOutcome(
+        task, result=invalid_result(task.instance, task.target, f"opera internal error: {text}"[:4000])
+    )
 
 
 @dataclass
@@ -215,7 +217,10 @@ class LocalExecutor:
         if self.settings.log_dir:
             log_path = str(Path(self.settings.log_dir) / f"worker-{slot.index}.log")
         process = self._ctx.Process(
-            target=_worker_main, args=(child_conn, self.settings, log_path), name=f"opera-worker-{slot.index}", daemon=True
+            target=_worker_main,
+            args=(child_conn, self.settings, log_path),
+            name=f"opera-worker-{slot.index}",
+            daemon=True,
         )
         process.start()
         child_conn.close()
@@ -265,10 +270,8 @@ class LocalExecutor:
             now = time.monotonic()
             slot.started = now
             slot.deadline = now + (self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s)
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):  # a dead worker is found by _watch
                 slot.conn.send(task)  # type: ignore[union-attr]
-            except (BrokenPipeError, OSError):
-                pass  # found dead by _watch on the next turn
 
     def _drain(self, slot: _Slot) -> None:
         """Read every message a worker sent; handle its death after the last one."""
@@ -318,8 +321,15 @@ class LocalExecutor:
             if slot.task is None:
                 continue
             if now > slot.deadline:
+                self._drain(slot)  # a verdict that arrived at the last moment wins over the timeout
+                if slot.task is None:
+                    continue
                 limit = self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s
-                self._fail(slot, "timeout", f"no verdict after {limit:g} s (during {slot.stage.value}); worker killed")
+                self._fail(
+                    slot,
+                    "timeout",
+                    f"no verdict after {limit:g} s (during {slot.stage.value}); worker killed",
+                )
                 continue
             if check_memory:
                 rss = _rss_bytes(slot.process.pid)
@@ -358,6 +368,8 @@ class LocalExecutor:
         self.replaced += 1
         slot.task = None
         if task.kind == "test":
-            self._finished.append(TaskOutcome(task, result=dead_worker_result(task, cause, slot.stage, duration, message)))
+            self._finished.append(
+                TaskOutcome(task, result=dead_worker_result(task, cause, slot.stage, duration, message))
+            )
         else:  # a reproducer request that itself failed: nothing to record
             self._finished.append(TaskOutcome(task, reproducer=None, extra={"failed": cause}))

@@ -64,11 +64,13 @@ class _OrtTarget(Target):
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        converted.session = ort.InferenceSession(converted.model_bytes, options, providers=["CPUExecutionProvider"])
+        converted.session = ort.InferenceSession(
+            converted.model_bytes, options, providers=["CPUExecutionProvider"]
+        )
         return converted
 
     def run(self, compiled: _OrtSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        outputs = compiled.session.run(None, dict(zip(compiled.input_names, inputs)))
+        outputs = compiled.session.run(None, dict(zip(compiled.input_names, inputs, strict=False)))
         return [np.asarray(o) for o in outputs]
 
     # A standalone reproducer: onnxruntime on the embedded model (see opera.reproducers).
