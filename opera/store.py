@@ -30,7 +30,15 @@ from typing import Any
 from opera.errors import OperaError
 from opera.outcomes import FAILURE_OUTCOMES, Outcome, Stage, TestResult
 
-__all__ = ["SCHEMA_VERSION", "BugRecord", "PlannedTest", "ResultStore", "RunRecord", "StoreError"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "BugRecord",
+    "PlannedTest",
+    "RankedResult",
+    "ResultStore",
+    "RunRecord",
+    "StoreError",
+]
 
 SCHEMA_VERSION = 1
 
@@ -112,6 +120,13 @@ class PlannedTest:
     seq: int
     instance_id: str
     target: str
+
+
+@dataclass(frozen=True)
+class RankedResult:
+    seq: int  # position in the run's planned (prioritized) order, from 0
+    finished: float  # UNIX time the result was stored
+    result: TestResult
 
 
 @dataclass(frozen=True)
@@ -367,8 +382,20 @@ class ResultStore:
         for row in cur:
             yield self._result(row)
 
+    def results_in_plan_order(self, run_id: int) -> list[RankedResult]:
+        """The run's results with their rank in the planned order and finish time (for APFD and
+        bugs-over-time curves: rank = position in the prioritized order, ``finished`` = wall clock)."""
+        rows = self._db.execute(
+            """SELECT p.seq, r.finished, r.run, r.instance_id, r.api, r.target, r.outcome, r.stage, r.signature,
+               r.distance, r.duration, r.message, r.reproducer, r.source_suite
+               FROM results r JOIN planned p ON p.run=r.run AND p.instance_id=r.instance_id AND p.target=r.target
+               WHERE r.run=? ORDER BY p.seq""",
+            (run_id,),
+        )
+        return [RankedResult(seq, finished, self._result(rest)) for seq, finished, *rest in rows]
+
     @staticmethod
-    def _result(row: tuple[Any, ...]) -> TestResult:
+    def _result(row: tuple[Any, ...] | list[Any]) -> TestResult:
         run, iid, api, target, outcome, stage, sig, distance, duration, message, repro, suite = row
         return TestResult(
             instance_id=iid,

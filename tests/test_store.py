@@ -41,6 +41,10 @@ def test_run_results_and_pending_roundtrip(tmp_path) -> None:
         assert back.instance_id == "b" and back.distance == math.inf and back.outcome is Outcome.PASS
         assert store.get_run(run).config == {"seed": 0}
         assert store.outcome_counts(run) == {"t": {"pass": 1}}
+        store.add_result(run, _result("a"))
+        ranked = store.results_in_plan_order(run)
+        assert [(r.seq, r.result.instance_id) for r in ranked] == [(0, "a"), (1, "b")]
+        assert ranked[0].finished >= ranked[1].finished  # "a" finished after "b"
 
 
 def test_duplicate_result_is_refused(tmp_path) -> None:
