@@ -10,6 +10,7 @@ infinite distance. Thresholds come from ``opera/oracles.toml`` (or a file given 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,13 @@ class OracleConfig:
     by_dtype: dict[str, dict[str, Any]]
     by_target: dict[str, dict[str, Any]]
     source: str = ""
+    # APIs whose output values are random by specification (RandomUniformLike, torch.rand, ...):
+    # only output count, shapes and dtypes are compared; two implementations drawing different
+    # numbers (even from the same seed) is not a bug.
+    random_apis: tuple[re.Pattern[str], ...] = ()
+
+    def is_random(self, api: str) -> bool:
+        return any(p.search(api) for p in self.random_apis)
 
     def threshold(self, target: str | None, dtype: str) -> Threshold:
         fields: dict[str, Any] = {
@@ -111,7 +119,7 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
         raise OperaError(f"oracle config not found: {config_path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise OperaError(f"oracle config {config_path}: {exc}") from None
-    unknown = set(data) - {"default", "dtype", "target"}
+    unknown = set(data) - {"default", "dtype", "target", "random"}
     if unknown:
         raise OperaError(f"oracle config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
     default = _check_table("default", data.get("default", {}))
@@ -119,6 +127,17 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
     by_target = {
         k: _check_table(f"target.{k}", v, allow_dtype=True) for k, v in data.get("target", {}).items()
     }
+    random_table = data.get("random", {})
+    if not isinstance(random_table, dict) or set(random_table) - {"apis"}:
+        raise OperaError(f"oracle config {config_path}: [random] holds only `apis = [...]`")
+    random_apis = []
+    for text in random_table.get("apis", []):
+        try:
+            random_apis.append(re.compile(str(text)))
+        except re.error as exc:
+            raise OperaError(
+                f"oracle config {config_path}: bad pattern in [random]: {text!r} ({exc})"
+            ) from None
     base = Threshold()
     return OracleConfig(
         default=Threshold(
@@ -129,6 +148,7 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
         by_dtype=by_dtype,
         by_target=by_target,
         source=str(config_path),
+        random_apis=tuple(random_apis),
     )
 
 
@@ -248,8 +268,12 @@ def compare_outputs(
     target: str | None = None,
     input_dtypes: Sequence[str] = (),
     tolerance: tuple[float | None, float | None] | None = None,
+    compare_values: bool = True,
 ) -> Comparison:
-    """Compare every output; the distance is recorded even when the comparison passes."""
+    """Compare every output; the distance is recorded even when the comparison passes.
+
+    ``compare_values=False`` (random operators): count, shapes and dtypes only.
+    """
     if len(reference) != len(actual):
         return Comparison(
             False, math.inf, f"output count differs: reference {len(reference)}, actual {len(actual)}"
@@ -268,7 +292,7 @@ def compare_outputs(
             continue
         if threshold.check_dtype and ref.dtype != act.dtype:
             failures.append(f"output {index}: dtype {ref.dtype} vs {act.dtype}")
-        pattern = nonfinite_mismatch(ref, act)
+        pattern = nonfinite_mismatch(ref, act) if compare_values else None
         if pattern is not None:
             worst = math.inf
             failures.append(f"output {index}: {pattern}")
@@ -281,6 +305,6 @@ def compare_outputs(
             continue
         worst = max(worst, distance)
         allowed = threshold.allowed(ref)
-        if distance > allowed:
+        if compare_values and distance > allowed:
             failures.append(f"output {index}: distance {distance:.6g} > {allowed:.3g} ({ref.dtype})")
     return Comparison(not failures, worst, "; ".join(failures))

@@ -126,3 +126,11 @@ def test_string_outputs_compare_by_equality(config) -> None:
 def test_nan_in_float_output_of_an_integer_reference_is_caught(config) -> None:
     verdict = compare_outputs([np.array([1, 2], np.int64)], [np.array([1.0, np.nan])], config)
     assert not verdict.consistent and verdict.distance == math.inf
+
+
+def test_random_operators_compare_shapes_not_values(config) -> None:
+    assert config.is_random("onnx::RandomUniformLike") and not config.is_random("onnx::Relu")
+    ref, other = np.zeros((2, 3), np.float32), np.ones((2, 3), np.float32)
+    assert compare_outputs([ref], [other], config, compare_values=False).consistent
+    assert not compare_outputs([ref], [other.reshape(3, 2)], config, compare_values=False).consistent
+    assert not compare_outputs([ref], [other], config).consistent
