@@ -34,22 +34,22 @@ def _median_seconds(run: Callable[[], int], repeats: int) -> tuple[float, int, l
     return statistics.median(times), count, times
 
 
-def _timed(run: Callable[[], int]) -> tuple[float, int]:
-    started = time.perf_counter()
+def _timed(run: Callable[[], int], clock: Callable[[], float] = time.perf_counter) -> tuple[float, int]:
+    started = clock()
     count = run()
-    return time.perf_counter() - started, count
+    return clock() - started, count
 
 
 def _alternating_medians(
-    plain: Callable[[], int], hooked: Callable[[], int], repeats: int
+    plain: Callable[[], int], hooked: Callable[[], int], repeats: int, clock: Callable[[], float] = time.perf_counter
 ) -> tuple[list[float], list[float], int]:
     """Run the two configurations alternately (load from other processes drifts; alternating
     spreads it over both) and return both lists of times and the call count."""
     plain_times, hooked_times, count = [], [], 0
     for _ in range(repeats):
-        seconds, count = _timed(plain)
+        seconds, count = _timed(plain, clock)
         plain_times.append(seconds)
-        seconds, _ = _timed(hooked)
+        seconds, _ = _timed(hooked, clock)
         hooked_times.append(seconds)
     return plain_times, hooked_times, count
 
@@ -87,10 +87,21 @@ def torch_opinfo_overhead(repeats: int = 3, first_ops: int | None = None) -> dic
             return enumerate_calls(recorder)
 
     enumerate_calls(None)  # warm-up: imports, first-call caches
-    plain_runs, hooked_runs, calls = _alternating_medians(lambda: enumerate_calls(None), with_recorder, repeats)
+    # CPU time of this process, not wall time: the shared 2-core machine runs other jobs, which
+    # made wall-clock runs of the same configuration differ by 6x. torch runs single-threaded here
+    # (set below), so process time is the work done.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        plain_runs, hooked_runs, calls = _alternating_medians(
+            lambda: enumerate_calls(None), with_recorder, repeats, clock=time.process_time
+        )
+    finally:
+        torch.set_num_threads(threads)
     plain, hooked = statistics.median(plain_runs), statistics.median(hooked_runs)
     return {
         "name": "torch-opinfo",
+        "clock": "process CPU time, 1 torch thread",
         "workload": f"op_db[:{first_ops}]" if first_ops else "op_db (all OpInfos)",
         "calls": calls,
         "instances": len(recorded),
