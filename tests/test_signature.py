@@ -128,3 +128,15 @@ def test_native_frontend_signature_uses_the_cpp_translator_named_in_the_message(
     assert crash_signature(only_generic, "ov-onnx", paths, native_frontend=True).startswith(
         "crash:ov-onnx:openvino/frontend/frontend.py"
     )
+
+
+def test_openvino_unsupported_element_type() -> None:
+    patterns = load_unsupported()
+    exc = RuntimeError(
+        "Check 'false' failed at src/frontends/common/src/frontend.cpp:47:\nLoading input model\nUnsupported type\n"
+    )
+    assert patterns.match(exc, "ov-onnx", "openvino") is not None
+    other = RuntimeError(
+        "Check 'false' failed at src/frontends/common/src/frontend.cpp:47:\nLoading input model\nbad graph\n"
+    )
+    assert patterns.match(other, "ov-onnx", "openvino") is None
