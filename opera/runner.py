@@ -414,6 +414,9 @@ def _execute(
                 _handle(outcome, store, run_id, repro_dir, record)
     except KeyboardInterrupt:
         status = RUN_INTERRUPTED
+    except BaseException:  # e.g. workers that cannot start: the run stays resumable
+        status = RUN_INTERRUPTED
+        raise
     finally:
         if executor is not None:
             executor.close()

@@ -140,3 +140,19 @@ def test_library_disagreeing_with_itself_is_nondeterministic(tmp_path) -> None:
     _, results, bugs = _run(tmp_path, corpus, ["inductor-torch"])
     assert results[0].outcome is Outcome.NONDETERMINISTIC and results[0].stage is Stage.REFERENCE
     assert results[0].distance is not None and results[0].distance > 0 and bugs == []
+
+
+def test_workers_that_cannot_start_stop_the_executor_with_a_clear_error(tmp_path) -> None:
+    from opera.executors import TestTask, WorkerSettings
+    from opera.executors.local import LocalExecutor
+
+    logs = tmp_path / "logs"
+    (logs / "worker-0.log").mkdir(parents=True)  # the worker cannot open its log file: dies at start
+    executor = LocalExecutor(1, WorkerSettings(log_dir=str(logs)))
+    executor.submit(TestTask(0, relus(1)[0], "test-wrong"))
+    try:
+        with pytest.raises(OperaError, match="exit at start-up"):
+            for _ in range(120):
+                assert executor.poll(0.5) == []  # the test is requeued, never given a verdict
+    finally:
+        executor.close()
