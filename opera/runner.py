@@ -38,7 +38,7 @@ from opera.model import OperatorInstance
 from opera.outcomes import Outcome, TestResult
 from opera.progress import progress_bar
 from opera.signature import signature_digest
-from opera.store import RUN_BUDGET, RUN_COMPLETE, RUN_INTERRUPTED, RUN_RUNNING, ResultStore
+from opera.store import RUN_BUDGET, RUN_COMPLETE, RUN_INTERRUPTED, ResultStore
 
 __all__ = [
     "RunConfig",
@@ -310,6 +310,7 @@ def resume_run(
         raise OperaError(f"store not found: {store_path}")
     with ResultStore(store_path) as store:
         record = store.get_run(run_id)
+        store.claim_run(run_id)
         config = RunConfig.from_json(record.config)
         config.store = store_path
         if workers is not None:
@@ -325,7 +326,6 @@ def resume_run(
             raise OperaError(
                 f"run {run_id}: {len(missing)} planned instance(s) are no longer in its corpus files, e.g. {missing[0]}"
             )
-        store.set_run_status(run_id, RUN_RUNNING, ended=False)
         return _execute(store, run_id, config, instances, show_progress, executor_factory, [])
 
 

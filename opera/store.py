@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -51,7 +53,8 @@ CREATE TABLE IF NOT EXISTS runs (
     corpus TEXT NOT NULL,
     started REAL NOT NULL,
     ended REAL,
-    status TEXT NOT NULL
+    status TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS planned (
     run INTEGER NOT NULL REFERENCES runs(id),
@@ -97,6 +100,26 @@ RUN_RUNNING = "running"
 RUN_COMPLETE = "complete"
 RUN_BUDGET = "budget-exhausted"
 RUN_INTERRUPTED = "interrupted"
+
+
+def current_owner() -> str:
+    """``host:pid:start-time`` of this process (the start time tells a reused pid apart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid())}"
+
+
+def _process_start(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another machine: cannot tell; a resumed run there is the user's call
+    return _process_start(int(pid_text)) == start and start != "?"
 
 
 class StoreError(OperaError):
@@ -201,7 +224,7 @@ class ResultStore:
         """Insert the run and its planned (instance_id, target) tests in one transaction."""
         with self._transaction():
             cur = self._db.execute(
-                "INSERT INTO runs (config, tool_version, versions, corpus, started, status) VALUES (?,?,?,?,?,?)",
+                "INSERT INTO runs (config, tool_version, versions, corpus, started, status, owner) VALUES (?,?,?,?,?,?,?)",
                 (
                     json.dumps(config, sort_keys=True),
                     tool_version,
@@ -209,6 +232,7 @@ class ResultStore:
                     json.dumps(list(corpus)),
                     time.time(),
                     RUN_RUNNING,
+                    current_owner(),
                 ),
             )
             run_id = int(cur.lastrowid or 0)
@@ -222,6 +246,22 @@ class ResultStore:
         self._db.execute(
             "UPDATE runs SET status=?, ended=? WHERE id=?", (status, time.time() if ended else None, run_id)
         )
+
+    def claim_run(self, run_id: int) -> None:
+        """Make this process the run's owner before resuming it; refuse while the owner that
+        started or last resumed it is still alive on this host (two processes would run the same
+        pending tests)."""
+        with self._transaction():
+            row = self._db.execute("SELECT status, owner FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"{self.path}: no run {run_id}")
+            status, owner = row
+            if status == RUN_RUNNING and owner != current_owner() and _owner_alive(owner):
+                raise StoreError(f"run {run_id} is still running (process {owner}); stop it before resuming")
+            self._db.execute(
+                "UPDATE runs SET status=?, ended=NULL, owner=? WHERE id=?",
+                (RUN_RUNNING, current_owner(), run_id),
+            )
 
     def get_run(self, run_id: int) -> RunRecord:
         row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -238,7 +278,7 @@ class ResultStore:
 
     @staticmethod
     def _run_record(row: sqlite3.Row | tuple[Any, ...]) -> RunRecord:
-        rid, config, tool_version, versions, corpus, started, ended, status = row
+        rid, config, tool_version, versions, corpus, started, ended, status, _owner = row
         return RunRecord(
             rid,
             json.loads(config),

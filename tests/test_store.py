@@ -98,3 +98,25 @@ def test_other_schema_version_is_refused(tmp_path) -> None:
 def test_wal_mode(tmp_path) -> None:
     with ResultStore(tmp_path / "s.db") as store:
         assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_run_still_owned_by_a_live_process_cannot_be_claimed(tmp_path) -> None:
+    import socket
+    import subprocess
+
+    from opera.store import _process_start
+
+    with ResultStore(tmp_path / "s.db") as store:
+        run = store.create_run({}, tool_version="x", versions={}, corpus=[], planned=[])
+        store.claim_run(run)  # its own owner may resume it
+        other = subprocess.Popen(["sleep", "30"])
+        try:
+            owner = f"{socket.gethostname()}:{other.pid}:{_process_start(other.pid)}"
+            store._db.execute("UPDATE runs SET owner=? WHERE id=?", (owner, run))
+            with pytest.raises(StoreError, match="still running"):
+                store.claim_run(run)
+        finally:
+            other.kill()
+            other.wait()
+        store.claim_run(run)  # the owner is gone: resumable
+        assert store.get_run(run).status == "running"
