@@ -42,7 +42,12 @@ __all__ = [
     "StoreError",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# Migrations from an older schema version to the next one (applied in order, in one transaction).
+_MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';",  # 1 -> 2: run ownership
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -95,6 +100,8 @@ CREATE TABLE IF NOT EXISTS bugs (
     reproducer_size INTEGER
 );
 """
+
+_RUN_COLUMNS = "id, config, tool_version, versions, corpus, started, ended, status"
 
 RUN_RUNNING = "running"
 RUN_COMPLETE = "complete"
@@ -196,6 +203,10 @@ class ResultStore:
         if version == 0 and not (tables - {"sqlite_sequence"}):
             self._db.executescript("BEGIN;" + _SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
             return
+        if 0 < version < SCHEMA_VERSION and all(v in _MIGRATIONS for v in range(version, SCHEMA_VERSION)):
+            script = "".join(_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION))
+            self._db.executescript("BEGIN;" + script + f"PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
+            return
         if version != SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: store schema version {version}, this Opera reads version {SCHEMA_VERSION}"
@@ -264,13 +275,13 @@ class ResultStore:
             )
 
     def get_run(self, run_id: int) -> RunRecord:
-        row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        row = self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"{self.path}: no run {run_id}")
         return self._run_record(row)
 
     def runs(self) -> list[RunRecord]:
-        return [self._run_record(r) for r in self._db.execute("SELECT * FROM runs ORDER BY id")]
+        return [self._run_record(r) for r in self._db.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY id")]
 
     def last_run_id(self) -> int | None:
         row = self._db.execute("SELECT MAX(id) FROM runs").fetchone()
@@ -278,7 +289,7 @@ class ResultStore:
 
     @staticmethod
     def _run_record(row: sqlite3.Row | tuple[Any, ...]) -> RunRecord:
-        rid, config, tool_version, versions, corpus, started, ended, status, _owner = row
+        rid, config, tool_version, versions, corpus, started, ended, status = row
         return RunRecord(
             rid,
             json.loads(config),

@@ -120,3 +120,19 @@ def test_a_run_still_owned_by_a_live_process_cannot_be_claimed(tmp_path) -> None
             other.wait()
         store.claim_run(run)  # the owner is gone: resumable
         assert store.get_run(run).status == "running"
+
+
+def test_a_version_1_store_is_migrated(tmp_path) -> None:
+    path = tmp_path / "s.db"
+    with ResultStore(path) as store:
+        run = store.create_run({"seed": 3}, tool_version="x", versions={}, corpus=[], planned=[("a", "t")])
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE runs DROP COLUMN owner")  # the version 1 layout
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+    with ResultStore(path) as store:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert store.get_run(run).config == {"seed": 3}
+        store.claim_run(run)
+        assert [p.instance_id for p in store.pending(run)] == ["a"]
