@@ -57,14 +57,18 @@ def main() -> int:
         return {"apfd": apfd(pos, n), **{f"rauc{int(k * 100)}": v for k, v in rauc_levels(pos, n).items()}}
 
     rows: dict[str, dict[str, Any]] = {}
-    for label, strategy, pre in [
-        ("opera (equipped precovered)", "opera", True),
-        ("opera (not precovered)", "opera", False),
-        ("op-only", "op-only", False),
-        ("param-only (precovered)", "param-only", True),
-        ("param-only (not precovered)", "param-only", False),
+    for label, strategy, pre, zero in [
+        ("opera (untested-first, precovered)", "opera", True, "untested-first"),
+        ("opera (untested-first, not precovered)", "opera", False, "untested-first"),
+        ("opera (smoothed, precovered)", "opera", True, "smoothed"),
+        ("opera (smoothed, not precovered)", "opera", False, "smoothed"),
+        ("op-only (untested-first)", "op-only", False, "untested-first"),
+        ("op-only (smoothed)", "op-only", False, "smoothed"),
+        ("param-only (precovered)", "param-only", True, "untested-first"),
+        ("param-only (not precovered)", "param-only", False, "untested-first"),
     ]:
-        res = prioritize(instances, strategy, PrioritizeContext(equipped=equipped, precover_equipped=pre))
+        ctx = PrioritizeContext(equipped=equipped, precover_equipped=pre, zero_case=zero)
+        res = prioritize(instances, strategy, ctx)
         rows[label] = {**score(res.ids), "seconds": round(res.seconds, 3)}
     for strategy, seeds in (("random", range(20)), ("fast", range(5))):
         runs = [score(prioritize(instances, strategy, PrioritizeContext(seed=s)).ids) for s in seeds]

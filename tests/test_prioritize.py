@@ -142,15 +142,36 @@ def test_pairs_count_toward_diversity() -> None:
 
 
 def test_operator_score_zero_case_and_ratio() -> None:
-    scores = operator_scores(Counter({"A": 4, "B": 4, "C": 1}), Counter({"B": 3}))
-    assert scores == {"A": 4.0, "B": 1.0, "C": 1.0}  # Num_DLC = 0 -> Num_DLL / 1, finite
+    dll, dlc = Counter({"A": 4, "B": 4, "C": 1, "D": 6}), Counter({"B": 2, "D": 3})
+    # untested operators (Num_DLC = 0) share one score above every finite ratio
+    scores = operator_scores(dll, dlc)
+    assert scores["B"] == scores["D"] == 2.0
+    assert scores["A"] == scores["C"] > 1e6 * 2.0
+    untested_only = operator_scores(dll, Counter())
+    assert len(set(untested_only.values())) == 1
+    # smoothed: Num_DLL / (Num_DLC + 1), finite for all
+    assert operator_scores(dll, dlc, "smoothed") == {"A": 4.0, "B": 4 / 3, "C": 1.0, "D": 1.5}
+    with pytest.raises(ValueError, match="zero case"):
+        operator_scores(dll, dlc, "nope")
     a1, a2 = onnx("A", k=1), onnx("A", k=-1)
     b1, b2, b3 = onnx("B", k=1), onnx("B", k=-1), onnx("B", k=0)
     equipped = [onnx("B", k=0), onnx("B", k=0), onnx("B", k=0), onnx("B", k=0)]
-    ctx = PrioritizeContext(equipped=equipped, precover_equipped=False)
-    order = prioritize([b1, b2, b3, a1, a2], "opera", ctx).ids
-    # A: 2/(0+1) = 2 beats B: 3/(4+1) = 0.6
-    assert order[:2] == ids(a1, a2)
+    for zero_case in ("untested-first", "smoothed"):
+        ctx = PrioritizeContext(equipped=equipped, precover_equipped=False, zero_case=zero_case)
+        order = prioritize([b1, b2, b3, a1, a2], "opera", ctx).ids
+        # untested A (1 + 3/4, or smoothed 2/1) beats B (3/4, or smoothed 3/5)
+        assert order[:2] == ids(a1, a2)
+
+
+def test_untested_operators_round_robin_by_diversity() -> None:
+    # C is frequent, D rare, neither tested by the compiler: untested-first lets D's fresh instance
+    # in before C's second one; smoothed puts C's frequency first
+    c1, c2, c3 = onnx("C", k=1), onnx("C", k=-1), onnx("C", k=0)
+    d1 = onnx("D", k=1)
+    corpus = [c1, c2, c3, d1]
+    assert prioritize(corpus, "opera").ids[:2] == ids(c1, d1)
+    smoothed = prioritize(corpus, "opera", PrioritizeContext(zero_case="smoothed")).ids
+    assert smoothed[:2] == ids(c1, c2)
 
 
 def test_equipped_partitions_precovered_or_not() -> None:
@@ -378,3 +399,28 @@ def test_cli_prioritize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         ],
         "equipped corpus not found",
     )
+
+
+# ---- coverage measurement on TVM (slow; needs apache-tvm) -------------------------------------
+
+
+def test_measure_tvm_onnx_coverage(tmp_path: Path) -> None:
+    pytest.importorskip("tvm.relax.frontend.onnx")
+    from opera.prioritize.coverage_data import load_coverage
+    from opera.prioritize.coverage_data import main as coverage_main
+
+    relu = onnx("Relu", inputs=(TensorSpec("float32", (2, 3)),))
+    conv = onnx("Conv", inputs=(TensorSpec("float32", (1, 1, 4, 4)), TensorSpec("float32", (1, 1, 2, 2))))
+    corpus = tmp_path / "c.jsonl"
+    write_corpus(corpus, [relu, conv])
+    out = tmp_path / "cov.json"
+    assert coverage_main([str(corpus), "--target", "tvm-onnx", "-o", str(out)]) == 0
+    cov = load_coverage(out)
+    assert set(cov) == {relu.id, conv.id}
+    assert all(line.rsplit(":", 1)[1].isdigit() for line in cov[relu.id])
+    assert cov[relu.id] and cov[conv.id]
+    # both go through the common importer code; each also runs its own converter
+    assert set(cov[relu.id]) & set(cov[conv.id])
+    assert set(cov[conv.id]) - set(cov[relu.id]) and set(cov[relu.id]) - set(cov[conv.id])
+    order = prioritize([relu, conv], "total-cov", PrioritizeContext(coverage=out)).ids
+    assert order[0] == max((relu, conv), key=lambda i: len(cov[i.id])).id

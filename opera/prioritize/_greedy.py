@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from opera.model import OperatorInstance
 from opera.prioritize.partitions import instance_singles, operator_key
 
-__all__ = ["CompiledCorpus", "ElementInterner", "compile_corpus", "greedy_order", "operator_scores"]
+__all__ = [
+    "ZERO_CASES",
+    "CompiledCorpus",
+    "ElementInterner",
+    "compile_corpus",
+    "greedy_order",
+    "operator_scores",
+]
 
 
 @dataclass
@@ -118,10 +125,34 @@ def compile_corpus(
     return CompiledCorpus(ids=ids, op_of=op_of, elements=elements, interner=interner)
 
 
-def operator_scores(corpus_counts: Counter[str], equipped_counts: Counter[str]) -> dict[str, float]:
-    """``Num_DLL / (Num_DLC + 1)``: add-one smoothing defines the score of an operator the compiler's
-    own tests never use (Num_DLC = 0) as its library count, and keeps every score finite and > 0."""
-    return {api: n / (equipped_counts.get(api, 0) + 1) for api, n in corpus_counts.items()}
+ZERO_CASES = ("untested-first", "smoothed")
+# Num_DLC = 0 reads as an infinite ratio: a large finite stand-in keeps score x diversity ordered
+# lexicographically (any untested instance with new partitions before every tested one) while
+# 0 x diversity stays 0, never NaN.
+UNTESTED_FACTOR = 1e9
+
+
+def operator_scores(
+    corpus_counts: Counter[str], equipped_counts: Counter[str], zero_case: str = "untested-first"
+) -> dict[str, float]:
+    """Operator score ``Num_DLL / Num_DLC`` (paper III-B1) with a defined ``Num_DLC = 0`` case.
+
+    * ``untested-first``: ``Num_DLL / 0`` is infinite: every operator the compiler's own tests never
+      use shares one score far above all finite ratios, so their instances with anything new come
+      first, ordered among themselves by parameter diversity alone. This is what the artifact's
+      published order shows (untested operators, round after round, before any tested one).
+    * ``smoothed``: ``Num_DLL / (Num_DLC + 1)`` for every operator; a frequent untested operator
+      then outranks rare ones until its diversity drops a lot.
+    """
+    if zero_case == "smoothed":
+        return {api: n / (equipped_counts.get(api, 0) + 1) for api, n in corpus_counts.items()}
+    if zero_case != "untested-first":
+        raise ValueError(f"unknown zero case {zero_case!r} (known: {', '.join(ZERO_CASES)})")
+    ratios = {
+        api: n / equipped_counts[api] for api, n in corpus_counts.items() if equipped_counts.get(api, 0) > 0
+    }
+    top = UNTESTED_FACTOR * (1.0 + max(ratios.values(), default=0.0))
+    return {api: ratios.get(api, top) for api in corpus_counts}
 
 
 def greedy_order(
@@ -237,6 +268,7 @@ def diversity_order(
     use_op_score: bool,
     use_diversity: bool,
     precover_equipped: bool,
+    zero_case: str = "untested-first",
     notes: dict[str, object] | None = None,
 ) -> list[str]:
     """Compile the corpus, score operators against the equipped corpus, run the greedy order."""
@@ -246,7 +278,7 @@ def diversity_order(
     counts = Counter(corpus.op_of)
     corpus_counts = Counter({api: counts[i] for api, i in interner.ops.items()})
     equipped_counts = Counter(operator_key(inst) for inst in equipped)
-    scores = operator_scores(corpus_counts, equipped_counts)
+    scores = operator_scores(corpus_counts, equipped_counts, zero_case)
     op_score = [scores[api] if use_op_score else 1.0 for api in interner.ops]
     precovered: list[int] = []
     if use_diversity and precover_equipped:

@@ -57,6 +57,7 @@ class PrioritizeContext:
     seed: int = 0
     coverage: Path | None = None
     precover_equipped: bool = True
+    zero_case: str = "untested-first"  # operator score when Num_DLC = 0 (see _greedy.operator_scores)
     notes: dict[str, Any] = field(default_factory=dict)  # strategies report figures here
 
 

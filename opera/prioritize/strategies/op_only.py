@@ -12,7 +12,7 @@ from opera.prioritize.strategies import PrioritizeContext, Strategy, register_st
 @register_strategy
 class OpOnlyStrategy(Strategy):
     name = "op-only"
-    description = "operator score Num_DLL/(Num_DLC+1) only"
+    description = "operator score Num_DLL/Num_DLC only"
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
         return diversity_order(
@@ -21,5 +21,6 @@ class OpOnlyStrategy(Strategy):
             use_op_score=True,
             use_diversity=False,
             precover_equipped=False,
+            zero_case=ctx.zero_case,
             notes=ctx.notes,
         )

@@ -12,7 +12,7 @@ from opera.prioritize.strategies import PrioritizeContext, Strategy, register_st
 @register_strategy
 class OperaStrategy(Strategy):
     name = "opera"
-    description = "operator score Num_DLL/(Num_DLC+1) x parameter-partition diversity, greedy"
+    description = "operator score Num_DLL/Num_DLC x parameter-partition diversity, greedy"
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
         return diversity_order(
@@ -21,5 +21,6 @@ class OperaStrategy(Strategy):
             use_op_score=True,
             use_diversity=True,
             precover_equipped=ctx.precover_equipped,
+            zero_case=ctx.zero_case,
             notes=ctx.notes,
         )
