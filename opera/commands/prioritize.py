@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from opera.prioritize import prioritize_files, strategy_names, write_order
+from opera.prioritize._greedy import ZERO_CASES
 
 HELP = "order a corpus for a target so that diverse tests run first; writes an order file for `opera run --order`"
 
@@ -29,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not count the equipped tests' parameter partitions as covered",
     )
+    parser.add_argument(
+        "--zero-case",
+        choices=ZERO_CASES,
+        default=ZERO_CASES[0],
+        help="operator score when the compiler's own tests never use an operator (default: untested-first)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random and fast strategies")
     parser.add_argument("--coverage", metavar="FILE", help="per-test coverage data (total-cov, add-cov)")
     parser.add_argument("-o", "--output", required=True, metavar="ORDER", help="order file to write")
@@ -43,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         coverage=args.coverage,
         precover_equipped=not args.no_precover,
+        zero_case=args.zero_case,
     )
     n = write_order(args.output, ordering.ids, header)
     print(

@@ -152,6 +152,7 @@ def prioritize_files(
     seed: int = 0,
     coverage: str | os.PathLike[str] | None = None,
     precover_equipped: bool = True,
+    zero_case: str = "untested-first",
 ) -> tuple[Ordering, dict[str, Any]]:
     """Order corpus files for ``target``; returns the ordering and the order-file header."""
     from opera.corpus import read_corpus
@@ -165,6 +166,7 @@ def prioritize_files(
         seed=seed,
         coverage=Path(coverage) if coverage is not None else None,
         precover_equipped=precover_equipped,
+        zero_case=zero_case,
     )
     impl.check(ctx)
     ctx.equipped = load_equipped(equipped, library, target)
@@ -180,6 +182,7 @@ def prioritize_files(
         "corpus": [str(p) for p in corpus],
         "equipped": [str(p) for p in equipped] or "none",
         "precover_equipped": precover_equipped if strategy in ("opera", "param-only") else "n/a",
+        "zero_case": zero_case if strategy in ("opera", "op-only") else "n/a",
         "seed": seed if impl.uses_seed else "n/a",
         "instances": len(ordering.ids),
         "prioritization_seconds": round(ordering.seconds, 3),
