@@ -125,9 +125,18 @@ class EquippedReader:
 
 
 def read_equipped(paths: Iterable[str | Path]) -> Iterator[OperatorInstance]:
-    """The instances of every equipped file in ``paths``, in order."""
+    """The instances of every equipped file in ``paths``, in order.
+
+    A ``.jsonl``/``.jsonl.gz`` file is an Opera corpus harvested with ``opera harvest`` from the
+    compiler's own frontend tests, read with ``opera.corpus``.
+    """
     for path in paths:
-        yield from EquippedReader(Path(path))
+        if Path(path).name.endswith((".jsonl", ".jsonl.gz", ".json.gz")):
+            from opera.corpus import read_corpus
+
+            yield from read_corpus(path)
+        else:
+            yield from EquippedReader(Path(path))
 
 
 def _sniff_library(text: str) -> str:

@@ -371,6 +371,14 @@ def test_cli_prioritize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, err
 
+    # an Opera corpus harvested from the compiler's own tests works as the equipped corpus too
+    own = tmp_path / "tvm_own_tests.jsonl.gz"
+    write_corpus(own, [onnx("A", k=1), onnx("B")])
+    assert (
+        main(["prioritize", str(corpus), "--target", "tvm-onnx", "--equipped", str(own), "-o", str(out)]) == 0
+    )
+    assert sorted(read_order(out)[0]) == sorted(order)
+
     fails(
         ["prioritize", str(corpus), "--target", "tvm-onnx", "--strategy", "nope", "-o", str(out)],
         "unknown strategy 'nope'",

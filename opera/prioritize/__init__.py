@@ -105,10 +105,6 @@ def read_order(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, str]]
     return ids, header
 
 
-def _is_opera_corpus(path: Path) -> bool:
-    return path.name.endswith((".jsonl", ".jsonl.gz", ".json.gz"))
-
-
 def _check_library(
     instances: Iterable[OperatorInstance], library: str | None, path: str, target: str | None
 ) -> Iterator[OperatorInstance]:
@@ -124,22 +120,17 @@ def load_equipped(
     paths: Sequence[str | os.PathLike[str]], library: str | None = None, target: str | None = None
 ) -> list[OperatorInstance]:
     """Instances of equipped corpora: the artifact's line format or Opera corpora (.jsonl[.gz])."""
-    from opera.corpus import read_corpus
-    from opera.equipped import EquippedReader
+    from opera.equipped import read_equipped
 
     out: list[OperatorInstance] = []
     for path in paths:
         p = Path(path)
         if not p.exists():
             raise OperaError(f"equipped corpus not found: {p}")
-        if _is_opera_corpus(p):
-            source: Iterable[OperatorInstance] = read_corpus(p)
-        else:
-            try:
-                source = list(EquippedReader(p))
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise OperaError(f"{p}: not an equipped corpus: {exc}") from None
-        out.extend(_check_library(source, library, str(p), target))
+        try:
+            out.extend(_check_library(read_equipped([p]), library, str(p), target))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise OperaError(f"{p}: not an equipped corpus: {exc}") from None
     return out
 
 
