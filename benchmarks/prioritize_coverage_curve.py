@@ -1,0 +1,65 @@
+"""How fast each strategy's order reaches the frontend code the whole corpus reaches (TVM ONNX).
+
+Needs per-test coverage data of the corpus on tvm-onnx, made by
+``python -m opera.prioritize.coverage_data harvested/onnx.jsonl.gz --target tvm-onnx -o COV``.
+For each strategy: the share of the statements covered by the whole corpus that the first 5, 10,
+25 and 50 % of its order cover, and the strategy's own time. Writes
+``benchmarks/results/prioritize_coverage_curve.json``.
+
+    nice -n 10 python benchmarks/prioritize_coverage_curve.py COV [--corpus harvested/onnx.jsonl.gz]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from opera.prioritize import prioritize_files
+from opera.prioritize.coverage_data import load_coverage
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "prioritize_coverage_curve.json"
+EQUIPPED = "/work/shared/equipped/tvm-0.27_equipped_onnx_tc.txt"
+STRATEGIES = ("opera", "op-only", "param-only", "random", "fast", "total-cov", "add-cov")
+FRACTIONS = (0.05, 0.10, 0.25, 0.50)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("coverage")
+    parser.add_argument("--corpus", default=str(ROOT / "harvested" / "onnx.jsonl.gz"))
+    args = parser.parse_args()
+    cov = load_coverage(args.coverage)
+    reached = set().union(*map(set, cov.values()))
+    rows = {}
+    print(f"{len(cov)} tests with coverage, {len(reached)} frontend statements reached by the corpus")
+    print(f"{'strategy':<12}" + "".join(f"{int(f * 100):>6}%" for f in FRACTIONS) + "   seconds")
+    for strategy in STRATEGIES:
+        ordering, _ = prioritize_files(
+            [args.corpus], target="tvm-onnx", strategy=strategy, equipped=[EQUIPPED], coverage=args.coverage
+        )
+        shares = []
+        for frac in FRACTIONS:
+            seen: set[str] = set()
+            for iid in ordering.ids[: int(len(ordering.ids) * frac)]:
+                seen.update(cov.get(iid, ()))
+            shares.append(len(seen) / len(reached))
+        rows[strategy] = {
+            "shares": dict(zip((str(f) for f in FRACTIONS), shares, strict=True)),
+            "seconds": ordering.seconds,
+        }
+        print(f"{strategy:<12}" + "".join(f"{s:>7.3f}" for s in shares) + f"   {ordering.seconds:.2f}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {"corpus": args.corpus, "equipped": EQUIPPED, "statements": len(reached), "rows": rows}, indent=2
+        )
+        + "\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
