@@ -156,3 +156,22 @@ def test_workers_that_cannot_start_stop_the_executor_with_a_clear_error(tmp_path
                 assert executor.poll(0.5) == []  # the test is requeued, never given a verdict
     finally:
         executor.close()
+
+
+def test_idle_worker_over_half_its_memory_limit_is_recycled(tmp_path) -> None:
+    """A worker whose baseline (python + numpy + onnx + onnxruntime) already exceeds half of a
+    tiny limit is replaced before every test: the tests still pass, nothing is blamed on them."""
+    from opera.executors import TestTask, WorkerSettings
+    from opera.executors.local import LocalExecutor
+
+    executor = LocalExecutor(1, WorkerSettings(max_rss_bytes=120 << 20))  # worker baseline ~80 MiB
+    outcomes = []
+    try:
+        for seq, inst in enumerate(relus(2)):
+            executor.submit(TestTask(seq, inst, "test-faults"))
+        while executor.in_flight():
+            outcomes.extend(executor.poll(0.5))
+    finally:
+        executor.close()
+    assert [o.result.outcome for o in outcomes if o.result] == [Outcome.PASS, Outcome.PASS]
+    assert executor.recycled == 1

@@ -9,7 +9,8 @@ a time, reporting the stage it is in. The parent watches every worker:
   replaced, the test is ``timeout``. The clock starts when the worker begins the test, after its
   first-contact imports of the target (bounded separately by ``warmup_timeout_s``);
 - a worker whose resident memory exceeds ``max_rss_bytes`` (read from ``/proc``) is SIGKILLed,
-  the test is ``native-crash`` with cause ``memory``. RSS is watched rather than RLIMIT_AS set
+  the test is ``native-crash`` with cause ``memory``; an idle worker above half the limit is
+  replaced before its next test (memory kept from earlier tests must not be blamed on this one). RSS is watched rather than RLIMIT_AS set
   because torch/TensorFlow/TVM reserve gigabytes of address space they never touch.
 
 Workers die with the parent (``PR_SET_PDEATHSIG``), so a SIGKILLed ``opera run`` leaves no
@@ -155,6 +156,7 @@ class LocalExecutor:
         self._finished: list[TaskOutcome] = []
         self._last_watch = 0.0
         self.replaced = 0  # workers replaced after a death, hang or memory kill
+        self.recycled = 0  # idle workers replaced because they held over half the memory limit
         self._startup_failures = 0
         if settings.log_dir:
             Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
@@ -243,6 +245,23 @@ class LocalExecutor:
         slot.process = None
         slot.conn = None
 
+    def _bloated(self, slot: _Slot) -> bool:
+        """An idle worker holding over half its memory limit (caches, leaks) is replaced before
+        its next test, so that growth from earlier tests is not blamed on an innocent one."""
+        limit = self.settings.max_rss_bytes
+        if limit is None or slot.process is None:
+            return False
+        rss = _rss_bytes(slot.process.pid)
+        return rss is not None and rss > limit // 2
+
+    def _retire(self, slot: _Slot) -> None:
+        with contextlib.suppress(Exception):
+            slot.conn.send(None)  # type: ignore[union-attr]
+        if slot.process is not None:
+            slot.process.join(timeout=2)
+        self._kill(slot)
+        self.recycled += 1
+
     def _take_task(self, slot: _Slot) -> TestTask | None:
         if slot.affinity and self._pending.get(slot.affinity):
             return self._pending[slot.affinity].popleft()
@@ -262,6 +281,8 @@ class LocalExecutor:
             if task is None:
                 continue
             self._queued -= 1
+            if slot.process is not None and self._bloated(slot):
+                self._retire(slot)
             if slot.process is None or not slot.process.is_alive():
                 if slot.process is not None:
                     self._kill(slot)
