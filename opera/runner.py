@@ -290,7 +290,7 @@ def start_run(
         )
         for note in notes:
             print(note, file=out or sys.stderr)
-        return _execute(store, run_id, config, instances, show_progress, executor_factory, notes)
+        return _execute(store, run_id, config, instances, show_progress, executor_factory, [])
 
 
 def resume_run(
