@@ -3,8 +3,8 @@
 What is patched while installed, and restored by ``uninstall``:
 
 - ``__init__`` of every public class in ``keras.layers``: a top-level construction of a layer whose
-  type is exactly that public class remembers ``(api, args, kwargs)`` on the object (attribute
-  ``_opera_ctor``, set with ``object.__setattr__`` so Keras's attribute tracking never sees it).
+  type is exactly that public class remembers ``(api, args, kwargs)`` in the recorder (keyed by the
+  layer's id, dropped when the layer is garbage-collected; never an attribute of the layer).
   Layers built inside another layer's ``__init__``/``build``/``call`` are not remembered; neither are
   layers that Keras builds itself (``from_config`` during a serialization round trip), nor
   user-defined subclasses (their ``call`` is not the public layer's).
@@ -43,6 +43,7 @@ import importlib
 import inspect
 import os
 import sys
+import weakref
 import zlib
 from collections.abc import Callable
 from types import FrameType, ModuleType
@@ -60,7 +61,8 @@ __all__ = ["KerasRecorder", "to_neutral"]
 
 EXACT_INT_ELEMENTS = 4096
 EXACT_FLOAT_ELEMENTS = 64
-_CTOR_ATTR = "_opera_ctor"
+# (api, args, kwargs) of a remembered layer, by id(layer); the entry goes when the layer dies.
+Ctor = tuple[str, tuple[Any, ...], dict[str, Any]]
 _OPS_NAMESPACES = ("keras.ops", "keras.ops.image", "keras.ops.linalg", "keras.ops.nn", "keras.ops.numpy")
 # Public namespaces searched for the exported name of a Keras object's class.
 _OBJECT_NAMESPACES = (
@@ -94,10 +96,11 @@ def _is_internal_module(name: str, allow_testing: bool) -> bool:
 class _Converter:
     """Library value -> neutral value (see the module docstring for the rules)."""
 
-    def __init__(self, ops_api_of: dict[int, str]) -> None:
+    def __init__(self, ops_api_of: dict[int, str], ctors: dict[int, Ctor] | None = None) -> None:
         import keras
 
         self.keras = keras
+        self.ctors = ctors if ctors is not None else {}
         self.ops_api_of = ops_api_of  # id(original or wrapper op) -> "keras.ops.x"
         self._public_class_names: dict[type, str] = {}
         self._public_callable_names: dict[int, str] = {}
@@ -148,7 +151,7 @@ class _Converter:
                 return DType(value.name)
         if isinstance(value, np.dtype) or (inspect.isclass(value) and issubclass(value, np.generic)):
             return DType(np.dtype(value).name)
-        remembered = getattr(value, _CTOR_ATTR, None) if isinstance(value, keras.layers.Layer) else None
+        remembered = self.ctors.get(id(value)) if isinstance(value, keras.layers.Layer) else None
         if remembered is not None:
             api, args, kwargs = remembered
             return ObjectSpec(api, args, kwargs)
@@ -217,6 +220,7 @@ class KerasRecorder(BaseRecorder):
         self._op_wrappers: dict[int, Any] = {}  # id(original) -> wrapper
         self._module_patches: list[tuple[ModuleType, str, Any]] = []  # (module, attr, original)
         self._convert: _Converter | None = None
+        self._ctors: dict[int, Ctor] = {}
 
     @functools.cache  # noqa: B019 - one recorder per harvest
     def library_version(self) -> str:
@@ -229,7 +233,7 @@ class KerasRecorder(BaseRecorder):
         import keras
 
         ops_api_of = self._install_ops()
-        self._convert = _Converter(ops_api_of)
+        self._convert = _Converter(ops_api_of, self._ctors)
         public_layers: dict[type, str] = {}  # aliases (Convolution2D = Conv2D): the class's own name wins
         for attr, cls in sorted(vars(keras.layers).items()):
             if attr.startswith("_") or attr in _SKIPPED_LAYER_CLASSES or not inspect.isclass(cls):
@@ -335,7 +339,7 @@ class KerasRecorder(BaseRecorder):
                 else:
                     super(cls, layer).__init__(*args, **kwargs)
             if neutral is not None:
-                object.__setattr__(layer, _CTOR_ATTR, (api, tuple(neutral[0]), dict(neutral[1])))
+                recorder._remember(layer, (api, tuple(neutral[0]), dict(neutral[1])))
 
         # Operation.__new__ builds the auto-config from inspect.signature/getfullargspec of
         # cls.__init__: both honour __signature__, so the wrapper must look exactly like the
@@ -351,7 +355,7 @@ class KerasRecorder(BaseRecorder):
 
         @functools.wraps(original_call)
         def recorded_call(layer: Any, *args: Any, **kwargs: Any) -> Any:
-            remembered = getattr(layer, _CTOR_ATTR, None)
+            remembered = recorder._ctors.get(id(layer))
             if remembered is None or not recorder.recording:
                 with recorder.nested():
                     return original_call(layer, *args, **kwargs)
@@ -372,6 +376,13 @@ class KerasRecorder(BaseRecorder):
         return recorded_call
 
     # ---- helpers ------------------------------------------------------------------------------
+    def _remember(self, layer: Any, ctor: Ctor) -> None:
+        """Keep the constructor call outside the layer: an attribute on it would show in ``dir()``,
+        and Keras's serialization round-trip test compares ``dir()`` of a layer and its copy."""
+        key = id(layer)
+        self._ctors[key] = ctor
+        weakref.finalize(layer, self._ctors.pop, key, None)
+
     def _to_neutral(self, call: tuple[tuple[Any, ...], dict[str, Any]], api: str) -> tuple[list[Any], dict[str, Any]] | None:
         assert self._convert is not None
         try:
