@@ -189,3 +189,18 @@ def test_op_without_tensor_arguments_gets_its_float_scalar_as_input() -> None:
     # Integer arguments stay constants (sizes, counts): arange(5) has no input to feed.
     checked = template.validate(OperatorInstance("keras", "keras.ops.arange", InstanceKind.FUNCTION, args=(5,)))
     assert checked.valid is False and "no tensor arguments" in (checked.invalid_reason or "")
+
+
+def test_recorded_layers_look_like_unrecorded_ones() -> None:
+    """Keras's own serialization test compares dir() of a layer and its revived copy."""
+    plain = keras.layers.Dense(3, name="plain")
+    plain(np.ones((1, 2), "float32"))
+    recorded: list[OperatorInstance] = []
+    recorder = KerasRecorder(recorded.append)
+    with recorder:
+        layer = keras.layers.Dense(3, name="rec")
+        layer(np.ones((1, 2), "float32"))
+    assert [i.api for i in recorded] == ["keras.layers.Dense"] and recorded[0].kwargs == {"name": "rec"}
+    assert set(dir(layer)) == set(dir(plain))
+    config = {k: v for k, v in layer.get_config().items() if k != "name"}
+    assert config == {k: v for k, v in plain.get_config().items() if k != "name"}
