@@ -181,8 +181,18 @@ class KerasTemplate(Template):
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
         import keras
 
-        outputs = built.model(list(built.inputs))
-        return [np.asarray(keras.ops.convert_to_numpy(o)) for o in _flatten(outputs)]
+        outputs = built.model([keras.ops.convert_to_tensor(x) for x in built.inputs])
+        return [_to_numpy(o) for o in _flatten(outputs)]
+
+
+def _to_numpy(tensor: Any) -> np.ndarray:
+    """``.numpy()`` where the backend offers it: ``np.asarray`` of a rank-0 bfloat16 TF tensor
+    (what ``keras.ops.convert_to_numpy`` does) fails with "__array__ method not producing an array"."""
+    import keras
+
+    if hasattr(tensor, "numpy"):
+        return np.asarray(tensor.numpy())
+    return np.asarray(keras.ops.convert_to_numpy(tensor))
 
 
 def to_tflite(built: SingleOpModel) -> bytes:

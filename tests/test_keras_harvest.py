@@ -204,3 +204,13 @@ def test_recorded_layers_look_like_unrecorded_ones() -> None:
     assert set(dir(layer)) == set(dir(plain))
     config = {k: v for k, v in layer.get_config().items() if k != "name"}
     assert config == {k: v for k, v in plain.get_config().items() if k != "name"}
+
+
+def test_rank0_bfloat16_reference() -> None:
+    import ml_dtypes
+
+    template = get_template("keras")
+    inst = OperatorInstance("keras", "keras.ops.elu", InstanceKind.FUNCTION, args=(np.ones((), dtype=ml_dtypes.bfloat16),))
+    checked = template.validate(inst)
+    assert checked.valid is True, checked.invalid_reason
+    assert checked.outputs == ("bfloat16[]",)
