@@ -50,8 +50,8 @@ from types import FrameType, ModuleType
 from typing import Any
 
 import numpy as np
-
 from opera.instrumentation import BaseRecorder
+
 from opera.model import InstanceKind, OperatorInstance
 from opera.values import DTYPES, CallableRef, DType, ObjectSpec, Opaque, TensorSpec, dtype_name
 
@@ -78,7 +78,13 @@ _OBJECT_NAMESPACES = (
     "keras.quantizers",
     "keras",
 )
-_CALLABLE_NAMESPACES = ("keras.activations", "keras.ops", "keras.losses", "keras.initializers", "keras.random")
+_CALLABLE_NAMESPACES = (
+    "keras.activations",
+    "keras.ops",
+    "keras.losses",
+    "keras.initializers",
+    "keras.random",
+)
 _SKIPPED_LAYER_CLASSES = {"Layer", "InputLayer", "Input"}
 # keras.ops utilities that are no tensor operators (conversions, introspection, autodiff helpers):
 # tests call them to check results, and no compiler frontend has anything to convert for them.
@@ -178,7 +184,10 @@ class _Converter:
                 target = getattr(target, part, None)
             if target is func:
                 return CallableRef(f"{module}.{qualname}")
-        return Opaque(f"{type(func).__module__}.{type(func).__qualname__}", f"callable {qualname or func!r} is not importable")
+        return Opaque(
+            f"{type(func).__module__}.{type(func).__qualname__}",
+            f"callable {qualname or func!r} is not importable",
+        )
 
 
 def _array_value(array: np.ndarray) -> np.ndarray | TensorSpec | Opaque:
@@ -283,7 +292,12 @@ class KerasRecorder(BaseRecorder):
         for ns_name in _OPS_NAMESPACES:
             ns = importlib.import_module(ns_name)
             for attr, func in sorted(vars(ns).items()):
-                if attr.startswith("_") or attr in _SKIPPED_OPS or not inspect.isfunction(func) or id(func) in api_of:
+                if (
+                    attr.startswith("_")
+                    or attr in _SKIPPED_OPS
+                    or not inspect.isfunction(func)
+                    or id(func) in api_of
+                ):
                     continue
                 api_of[id(func)] = f"{ns_name}.{attr}"
                 originals[id(func)] = func
@@ -307,7 +321,9 @@ class KerasRecorder(BaseRecorder):
 
         @functools.wraps(func)
         def recorded_op(*args: Any, **kwargs: Any) -> Any:
-            if not recorder.recording or _is_internal_module(_caller_module(sys._getframe(1)), allow_testing=False):
+            if not recorder.recording or _is_internal_module(
+                _caller_module(sys._getframe(1)), allow_testing=False
+            ):
                 with recorder.nested():
                     return func(*args, **kwargs)
             with recorder.nested():
@@ -360,7 +376,11 @@ class KerasRecorder(BaseRecorder):
                 with recorder.nested():
                     return original_call(layer, *args, **kwargs)
             frame = sys._getframe(1)
-            while frame is not None and frame.f_code.co_name == "__call__" and frame.f_locals.get("self") is layer:
+            while (
+                frame is not None
+                and frame.f_code.co_name == "__call__"
+                and frame.f_locals.get("self") is layer
+            ):
                 frame = frame.f_back  # a subclass's own __call__ (DataLayer) delegating to Layer.__call__
             api, ctor_args, ctor_kwargs = remembered
             with recorder.nested():
@@ -370,7 +390,11 @@ class KerasRecorder(BaseRecorder):
             if neutral is not None:
                 call_args, call_kwargs = neutral
                 extra = {"call_kwargs": call_kwargs} if call_kwargs else {}
-                recorder.emit(recorder._instance(api, InstanceKind.MODULE, ctor_args, ctor_kwargs, tuple(call_args), extra))
+                recorder.emit(
+                    recorder._instance(
+                        api, InstanceKind.MODULE, ctor_args, ctor_kwargs, tuple(call_args), extra
+                    )
+                )
             return result
 
         return recorded_call
@@ -383,7 +407,9 @@ class KerasRecorder(BaseRecorder):
         self._ctors[key] = ctor
         weakref.finalize(layer, self._ctors.pop, key, None)
 
-    def _to_neutral(self, call: tuple[tuple[Any, ...], dict[str, Any]], api: str) -> tuple[list[Any], dict[str, Any]] | None:
+    def _to_neutral(
+        self, call: tuple[tuple[Any, ...], dict[str, Any]], api: str
+    ) -> tuple[list[Any], dict[str, Any]] | None:
         assert self._convert is not None
         try:
             args, kwargs = call
@@ -393,7 +419,13 @@ class KerasRecorder(BaseRecorder):
             return None
 
     def _instance(
-        self, api: str, kind: InstanceKind, args: Any, kwargs: dict[str, Any], inputs: tuple[Any, ...], extra: dict[str, Any]
+        self,
+        api: str,
+        kind: InstanceKind,
+        args: Any,
+        kwargs: dict[str, Any],
+        inputs: tuple[Any, ...],
+        extra: dict[str, Any],
     ) -> OperatorInstance:
         return OperatorInstance(
             library="keras",

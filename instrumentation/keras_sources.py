@@ -27,6 +27,7 @@ from pathlib import Path
 
 from opera.instrumentation import BaseRecorder, HarvestOptions, harvest_source
 from opera.instrumentation.pytest_source import run_pytest_harvest
+
 from opera.model import OperatorInstance
 
 __all__ = ["KERAS_TEST_DIRS", "keras_test_paths", "keras_tests"]
@@ -76,17 +77,24 @@ def keras_tests(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[Ope
     args = [] if explicit_paths else keras_test_paths()
     args += [f"--deselect={root / test}" for test in SKIPPED_TESTS]
     args += ["-p", "no:randomly", *user_args]
-    if _XDIST_WORKERS and not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in user_args):
-        if importlib.util.find_spec("xdist") is not None:
-            args += ["-n", str(_XDIST_WORKERS)]
+    asked_for_workers = any(a.startswith(("-n", "--numprocesses")) for a in user_args)
+    if _XDIST_WORKERS and not asked_for_workers and importlib.util.find_spec("xdist") is not None:
+        args += ["-n", str(_XDIST_WORKERS)]
     with tempfile.TemporaryDirectory(prefix="opera-keras-conftest-") as shim_dir:
         Path(shim_dir, "conftest.py").write_text(_CONFTEST_SHIM)
         python_path = os.pathsep.join(p for p in (shim_dir, os.environ.get("PYTHONPATH", "")) if p)
-        env = {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": python_path}
+        env = {
+            "KERAS_BACKEND": "tensorflow",
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "CUDA_VISIBLE_DEVICES": "",
+            "PYTHONPATH": python_path,
+        }
         seen: set[str] = set()
         # Instances recorded twice (a parametrized test repeating a call) are dropped here, before
         # the harvest driver spends a validation on them; the corpus writer would drop them anyway.
-        for inst in run_pytest_harvest(recorder, args, suite="keras-tests", limit=options.limit, extra_env=env):
+        for inst in run_pytest_harvest(
+            recorder, args, suite="keras-tests", limit=options.limit, extra_env=env
+        ):
             if inst.id in seen:
                 continue
             seen.add(inst.id)

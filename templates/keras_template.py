@@ -20,9 +20,9 @@ import os
 from typing import Any
 
 import numpy as np
+from opera.templates import SingleOpModel, Template
 
 from opera.model import InstanceKind, OperatorInstance
-from opera.templates import SingleOpModel, Template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -151,7 +151,9 @@ class KerasTemplate(Template):
         holders = _Placeholders()
         if inst.kind == InstanceKind.MODULE:
             layer_class = resolve_qualname(inst.api)
-            layer = layer_class(*[_to_library(a) for a in inst.args], **{k: _to_library(v) for k, v in inst.kwargs.items()})
+            layer = layer_class(
+                *[_to_library(a) for a in inst.args], **{k: _to_library(v) for k, v in inst.kwargs.items()}
+            )
             call_args = holders.substitute(tuple(inst.inputs))
             call_kwargs = holders.substitute(dict(inst.extra.get("call_kwargs", {})))
             if not holders.symbols:
@@ -176,7 +178,9 @@ class KerasTemplate(Template):
         if not flat_outputs or not all(isinstance(o, keras.KerasTensor) for o in flat_outputs):
             raise KerasTemplateError(f"the call returned no symbolic tensors: {type(outputs).__name__}")
         model = keras.Model(inputs=holders.symbols, outputs=flat_outputs)
-        return SingleOpModel(instance=inst, model=model, inputs=holders.arrays, input_names=holders.names, details=details)
+        return SingleOpModel(
+            instance=inst, model=model, inputs=holders.arrays, input_names=holders.names, details=details
+        )
 
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
         import keras

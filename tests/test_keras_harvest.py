@@ -6,7 +6,6 @@ import importlib
 import inspect
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +18,15 @@ keras = pytest.importorskip("keras")
 
 from opera.instrumentation.keras_recorder import KerasRecorder, to_neutral  # noqa: E402
 from opera.instrumentation.pytest_source import run_pytest_harvest  # noqa: E402
-from opera.model import InstanceKind, OperatorInstance  # noqa: E402
 from opera.templates import get_template  # noqa: E402
 from opera.templates.keras_template import to_tflite  # noqa: E402
+
+from opera.model import InstanceKind, OperatorInstance  # noqa: E402
 from opera.values import ObjectSpec, TensorSpec  # noqa: E402
 
 # Conv2DTranspose(4, 3, output_padding=1) alone is rejected by Keras (output_padding must be
 # smaller than strides, default 1), so the recorded test uses strides=2.
-SUITE = '''
+SUITE = """
 import numpy as np
 import keras
 from keras.ops import softmax
@@ -43,7 +43,7 @@ def test_layers_and_ops():
     np.save(OUT + "/softmax.npy", keras.ops.convert_to_numpy(probs))
     bidi = keras.layers.Bidirectional(keras.layers.LSTM(2))
     bidi(np.zeros((1, 3, 2), dtype="float32"), training=False)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,11 @@ def harvested(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[OperatorIn
     test_file = tmp / "test_tiny_keras.py"
     test_file.write_text(SUITE.format(out=str(tmp)))
     recorder = KerasRecorder()
-    instances = list(run_pytest_harvest(recorder, [str(test_file)], suite="tiny", extra_env={"KERAS_BACKEND": "tensorflow"}))
+    instances = list(
+        run_pytest_harvest(
+            recorder, [str(test_file)], suite="tiny", extra_env={"KERAS_BACKEND": "tensorflow"}
+        )
+    )
     return instances, tmp
 
 
@@ -60,14 +64,22 @@ def test_records_exactly_the_top_level_calls(harvested: tuple[list[OperatorInsta
     instances, _ = harvested
     # Nothing from inside the calls: not the conv_transpose/bias ops of Conv2DTranspose.call, not
     # the LSTM copies or cells that Bidirectional builds and calls, not convert_to_numpy (skipped).
-    assert [i.api for i in instances] == ["keras.layers.Conv2DTranspose", "keras.ops.softmax", "keras.layers.Bidirectional"]
+    assert [i.api for i in instances] == [
+        "keras.layers.Conv2DTranspose",
+        "keras.ops.softmax",
+        "keras.layers.Bidirectional",
+    ]
     conv, soft, bidi = instances
     assert conv.kind == InstanceKind.MODULE
     assert conv.args == (4, 3) and conv.kwargs == {"strides": 2, "output_padding": 1}
     (x,) = conv.inputs
     assert isinstance(x, np.ndarray) and x.dtype == np.float32 and x.shape == (2, 3, 3, 2)
     np.testing.assert_array_equal(x, np.arange(36, dtype="float32").reshape(2, 3, 3, 2) / 10.0)
-    assert conv.extra == {} and conv.source.suite == "tiny" and conv.source.test.endswith("::test_layers_and_ops")
+    assert (
+        conv.extra == {}
+        and conv.source.suite == "tiny"
+        and conv.source.test.endswith("::test_layers_and_ops")
+    )
 
     assert soft.kind == InstanceKind.FUNCTION and soft.inputs == () and soft.kwargs == {"axis": -1}
     np.testing.assert_array_equal(soft.args[0], np.array([[1.0, 2.0, 3.0]], dtype="float32"))
@@ -93,7 +105,12 @@ def test_template_round_trip_matches_the_test(harvested: tuple[list[OperatorInst
 
 def _op_bindings() -> dict[tuple[str, str], object]:
     """Every (module, attr) in sys.modules bound to a keras.ops function."""
-    funcs = {id(f) for ns in ("keras.ops", "keras.ops.nn", "keras.ops.numpy") for f in vars(importlib.import_module(ns)).values() if inspect.isfunction(f)}
+    funcs = {
+        id(f)
+        for ns in ("keras.ops", "keras.ops.nn", "keras.ops.numpy")
+        for f in vars(importlib.import_module(ns)).values()
+        if inspect.isfunction(f)
+    }
     return {
         (name, attr): value
         for name, module in list(sys.modules.items())
@@ -103,7 +120,9 @@ def _op_bindings() -> dict[tuple[str, str], object]:
 
 
 def test_uninstall_restores_everything(tmp_path: Path) -> None:
-    layer_classes = [c for c in vars(keras.layers).values() if inspect.isclass(c) and issubclass(c, keras.layers.Layer)]
+    layer_classes = [
+        c for c in vars(keras.layers).values() if inspect.isclass(c) and issubclass(c, keras.layers.Layer)
+    ]
     inits_before = {c: c.__dict__.get("__init__") for c in layer_classes}
     call_before = keras.layers.Layer.__dict__["__call__"]
     bindings_before = _op_bindings()
@@ -153,9 +172,20 @@ def test_value_conversion_rules() -> None:
 
 def _dense_and_conv() -> list[OperatorInstance]:
     return [
-        OperatorInstance("keras", "keras.layers.Dense", InstanceKind.MODULE, args=(4,), inputs=(TensorSpec("float32", (None, 3), seed=1),)),
         OperatorInstance(
-            "keras", "keras.layers.Conv2D", InstanceKind.MODULE, args=(3, 2), kwargs={"padding": "same"}, inputs=(TensorSpec("float32", (1, 5, 5, 2), seed=2),)
+            "keras",
+            "keras.layers.Dense",
+            InstanceKind.MODULE,
+            args=(4,),
+            inputs=(TensorSpec("float32", (None, 3), seed=1),),
+        ),
+        OperatorInstance(
+            "keras",
+            "keras.layers.Conv2D",
+            InstanceKind.MODULE,
+            args=(3, 2),
+            kwargs={"padding": "same"},
+            inputs=(TensorSpec("float32", (1, 5, 5, 2), seed=2),),
         ),
     ]
 
@@ -187,7 +217,9 @@ def test_op_without_tensor_arguments_gets_its_float_scalar_as_input() -> None:
     assert [a.shape for a in built.inputs] == [()]
     np.testing.assert_allclose(template.reference(built)[0], np.sqrt(2.0), rtol=1e-6)
     # Integer arguments stay constants (sizes, counts): arange(5) has no input to feed.
-    checked = template.validate(OperatorInstance("keras", "keras.ops.arange", InstanceKind.FUNCTION, args=(5,)))
+    checked = template.validate(
+        OperatorInstance("keras", "keras.ops.arange", InstanceKind.FUNCTION, args=(5,))
+    )
     assert checked.valid is False and "no tensor arguments" in (checked.invalid_reason or "")
 
 
@@ -210,7 +242,9 @@ def test_rank0_bfloat16_reference() -> None:
     import ml_dtypes
 
     template = get_template("keras")
-    inst = OperatorInstance("keras", "keras.ops.elu", InstanceKind.FUNCTION, args=(np.ones((), dtype=ml_dtypes.bfloat16),))
+    inst = OperatorInstance(
+        "keras", "keras.ops.elu", InstanceKind.FUNCTION, args=(np.ones((), dtype=ml_dtypes.bfloat16),)
+    )
     checked = template.validate(inst)
     assert checked.valid is True, checked.invalid_reason
     assert checked.outputs == ("bfloat16[]",)
