@@ -22,10 +22,19 @@ lint: setup
 	$(VENV)/bin/ruff check opera instrumentation templates tests benchmarks
 	$(VENV)/bin/mypy opera instrumentation templates
 
-# Main job on the embedded defaults. For now: harvest a small slice of each library and print the
-# summary of the shipped corpus.
+# Main job on the embedded defaults: the shipped corpus (harvested/), the local worker pool, SQLite.
+# A prioritized slice of each library through every installed CPU target (a few minutes on 2
+# cores), then the unique bug signatures with their reproducers. `opera run --resume RUN` finishes
+# an interrupted run.
+DEMO := opera-demo
+DEMO_LIMIT ?= 100
 demo: setup
-	mkdir -p opera-demo
-	$(OPERA) harvest torch --source opinfo --limit 200 -o opera-demo/torch-slice.jsonl.gz
-	$(OPERA) harvest onnx --source node-tests --limit 200 -o opera-demo/onnx-slice.jsonl.gz
-	$(OPERA) stats harvested/*.jsonl.gz
+	mkdir -p $(DEMO)
+	$(OPERA) targets
+	$(OPERA) prioritize harvested/onnx.jsonl.gz --target tvm-onnx --strategy opera -o $(DEMO)/onnx.order
+	$(OPERA) prioritize harvested/torch.jsonl.gz --target tvm-torch --strategy opera -o $(DEMO)/torch.order
+	$(OPERA) prioritize harvested/keras.jsonl.gz --target tvm-keras --strategy opera -o $(DEMO)/keras.order
+	$(OPERA) run harvested/onnx.jsonl.gz -t tvm-onnx -t ov-onnx --order $(DEMO)/onnx.order --limit $(DEMO_LIMIT) --store $(DEMO)/opera.db
+	$(OPERA) run harvested/torch.jsonl.gz -t tvm-torch -t ov-torch -t inductor-torch --order $(DEMO)/torch.order --limit $(DEMO_LIMIT) --store $(DEMO)/opera.db
+	$(OPERA) run harvested/keras.jsonl.gz -t tvm-keras -t ov-keras --order $(DEMO)/keras.order --limit $(DEMO_LIMIT) --store $(DEMO)/opera.db
+	$(OPERA) bugs --store $(DEMO)/opera.db

@@ -137,8 +137,10 @@ def _bound_wrappers() -> list[str]:
         except TypeError:
             continue
         for attr, value in list(namespace.items()):
-            if getattr(value, "__opera_wrapped__", None) is not None and attr.startswith("make_"):
-                found.append(f"{name}.{attr}")
+            # Only plain functions: getattr on a lazy module (keras's tensorflow_io proxy) imports it.
+            if attr.startswith("make_") and isinstance(value, types.FunctionType):
+                if getattr(value, "__opera_wrapped__", None) is not None:
+                    found.append(f"{name}.{attr}")
     return found
 
 
