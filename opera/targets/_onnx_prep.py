@@ -60,7 +60,9 @@ def graph_input_names(model: object) -> list[str]:
     return [vi.name for vi in graph.input if vi.name not in inits]
 
 
-def prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str] | None = None) -> PreparedOnnx:
+def prepare_onnx(
+    model: object, inputs: list[np.ndarray], input_names: list[str] | None = None
+) -> PreparedOnnx:
     """Copy ``model`` with every non-float graph input turned into an initializer.
 
     ``inputs[i]`` feeds ``input_names[i]`` (default: the graph inputs in order).
@@ -80,17 +82,53 @@ def prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str]
             if pos < len(node.input) and node.input[pos]:
                 parameters.add(node.input[pos])
     frozen: dict[str, np.ndarray] = {}
-    for name, value in zip(names, inputs):
+    sequences: dict[str, list[np.ndarray]] = {}
+    for name, value in zip(names, inputs, strict=True):
+        if isinstance(value, (list, tuple)):  # a sequence-typed input (SequenceInsert, ...)
+            sequences[name] = [np.asarray(v) for v in value]
+            continue
         arr = np.asarray(value)
         if name in parameters or not is_runtime_dtype(arr.dtype):
             frozen[name] = arr
+    if sequences:
+        _freeze_sequences(graph, sequences)
     if frozen:
         kept = [vi for vi in graph.input if vi.name not in frozen]
         del graph.input[:]
         graph.input.extend(kept)
         for name, arr in frozen.items():
             graph.initializer.append(numpy_helper.from_array(arr, name=name))
+    frozen.update({name: np.empty(0) for name in sequences})
     runtime_names = [n for n in names if n not in frozen]
     runtime_indices = [i for i, n in enumerate(names) if n not in frozen]
     shapes = {names[i]: tuple(np.shape(inputs[i])) for i in runtime_indices}
     return PreparedOnnx(prepared, runtime_names, runtime_indices, shapes)
+
+
+def _freeze_sequences(graph: object, sequences: dict[str, list[np.ndarray]]) -> None:
+    """Sequence-typed graph inputs become constants built by a ``SequenceConstruct`` node.
+
+    Frontends take tensors, not sequences, as graph inputs (and ``np.asarray`` of a ragged list
+    fails), so the sequence is built inside the graph from initializers holding its elements; an
+    empty one comes from ``SequenceEmpty`` with the declared element type.
+    """
+    from onnx import helper, numpy_helper
+
+    g = graph  # onnx.GraphProto
+    declared = {vi.name: vi for vi in g.input}  # type: ignore[attr-defined]
+    builders = []
+    for name, elements in sequences.items():
+        if elements:
+            element_names = [f"{name}__opera_element{k}" for k in range(len(elements))]
+            for element_name, element in zip(element_names, elements, strict=True):
+                g.initializer.append(numpy_helper.from_array(element, name=element_name))  # type: ignore[attr-defined]
+            builders.append(helper.make_node("SequenceConstruct", element_names, [name]))
+        else:
+            elem_type = declared[name].type.sequence_type.elem_type.tensor_type.elem_type
+            builders.append(helper.make_node("SequenceEmpty", [], [name], dtype=elem_type))
+    kept = [vi for vi in g.input if vi.name not in sequences]  # type: ignore[attr-defined]
+    del g.input[:]  # type: ignore[attr-defined]
+    g.input.extend(kept)  # type: ignore[attr-defined]
+    nodes = builders + list(g.node)  # type: ignore[attr-defined]
+    del g.node[:]  # type: ignore[attr-defined]
+    g.node.extend(nodes)  # type: ignore[attr-defined]
