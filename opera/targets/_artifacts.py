@@ -104,6 +104,8 @@ def flatten_outputs(value: Any, to_numpy: Any = np.asarray) -> list[np.ndarray]:
         if isinstance(v, dict):
             for k in v:
                 walk(v[k])
+        elif _is_tvm_shape(v):  # a shape value (ONNX Shape's output): one int64 tensor, not N scalars
+            out.append(np.asarray(list(v), dtype=np.int64))
         elif isinstance(v, (list, tuple)) or (_is_iterable_container(v)):
             for item in v:
                 walk(item)
@@ -112,6 +114,11 @@ def flatten_outputs(value: Any, to_numpy: Any = np.asarray) -> list[np.ndarray]:
 
     walk(value)
     return out
+
+
+def _is_tvm_shape(v: Any) -> bool:
+    # tvm_ffi.Shape subclasses tuple, so it must be caught before the tuple case
+    return type(v).__name__ == "Shape" and type(v).__module__.startswith("tvm")
 
 
 def _is_iterable_container(v: Any) -> bool:
