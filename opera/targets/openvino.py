@@ -86,15 +86,53 @@ def _to_ov_tensor(x: np.ndarray) -> Any:
     return ov.Tensor(arr)
 
 
+# OpenVINO element types that its numpy bridge exposes as raw bits (uint8 for the 8-bit floats,
+# packed bytes for the sub-byte types) -> the ml_dtypes type the ONNX reference uses.
+_RAW_BIT_TYPES = {
+    "f8e4m3": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
+    "f8e8m0": "float8_e8m0fnu",
+    "i4": "int4",
+    "u4": "uint4",
+    "f4e2m1": "float4_e2m1fn",
+    "u2": "uint2",
+}
+
+
 def _from_ov_tensor(tensor: Any) -> np.ndarray:
     import openvino as ov
 
-    data = np.array(tensor.data, copy=True)
     if tensor.element_type == ov.Type.bf16:  # exposed as a float16 view of the bf16 bits
         import ml_dtypes
 
-        return data.view(np.uint16).view(ml_dtypes.bfloat16)
-    return data
+        return np.array(tensor.data, copy=True).view(np.uint16).view(ml_dtypes.bfloat16)
+    target = _RAW_BIT_TYPES.get(tensor.element_type.get_type_name())
+    if target is not None:
+        return _unpack_raw_bits(tensor, target)
+    return np.array(tensor.data, copy=True)
+
+
+def _unpack_raw_bits(tensor: Any, ml_name: str) -> np.ndarray:
+    """Raw bits -> values. Sub-byte types are packed low bits first (OpenVINO's layout); without
+    this, an int4 output of 25 values compares as 13 bytes (a false "shape differs")."""
+    import ml_dtypes
+
+    dtype = np.dtype(getattr(ml_dtypes, ml_name))
+    shape = tuple(tensor.shape)
+    raw = np.frombuffer(bytes(np.asarray(tensor.data).tobytes()), dtype=np.uint8)
+    bits = tensor.element_type.bitwidth
+    if bits == 8:
+        return raw[: int(np.prod(shape))].view(dtype).reshape(shape).copy()
+    per_byte = 8 // bits
+    mask = (1 << bits) - 1
+    codes = np.stack([(raw >> (bits * k)) & mask for k in range(per_byte)], axis=-1).reshape(-1)
+    codes = codes[: int(np.prod(shape))]
+    if dtype.name.startswith("float"):  # ml_dtypes keeps a sub-byte float's bit pattern in a byte
+        return codes.astype(np.uint8).view(dtype).reshape(shape)
+    ints = codes.astype(np.int16)
+    if dtype.name.startswith("int"):  # two's complement sign extension
+        ints = np.where(ints >= 1 << (bits - 1), ints - (1 << bits), ints)
+    return ints.astype(dtype).reshape(shape)
 
 
 @register_target
@@ -133,7 +171,7 @@ class OvOnnxTarget(_OvTarget):
             model = ov.convert_model(path)
         finally:
             os.unlink(path)
-        by_name = {name: i for i, name in zip(prepared.runtime_indices, prepared.runtime_names)}
+        by_name = {name: i for i, name in zip(prepared.runtime_indices, prepared.runtime_names, strict=True)}
         indices = []
         for param in model.inputs:
             names = param.get_names()
