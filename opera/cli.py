@@ -24,6 +24,7 @@ VERBS: dict[str, str] = {
     "prioritize": "opera.commands.prioritize",
     "run": "opera.commands.run",
     "bugs": "opera.commands.bugs",
+    "report": "opera.commands.report",
 }
 
 
