@@ -180,8 +180,8 @@ def strategy_orders(
                     skipped.append(
                         Skipped(
                             name,
-                            f"no coverage data for {target}: measure it with `{COVERAGE_COMMAND}` "
-                            f"and pass --coverage {target}=COVERAGE.json",
+                            f"no coverage data for {target}: pass --coverage {target}=FILE "
+                            f"(measured with `{COVERAGE_COMMAND}`)",
                         )
                     )
                     bar.update(len(seeds))
