@@ -304,3 +304,22 @@ def test_missing_corpus_file(store: Path, tmp_path: Path, capsys) -> None:
     _one_error(
         capsys, ["report", "--store", str(path), "-o", str(tmp_path / "o"), "-q"], "corpus file", "missing"
     )
+
+
+def test_equipped_is_passed_through(store: Path, tmp_path: Path) -> None:
+    # the compiler's "own tests" already use (1, 3) float inputs: the fault instances lose their novelty
+    equipped = write(tmp_path / "eq.jsonl", [fault("raise", 20), fault("raise", 21)])
+    plain = apfd_table(store, 1, strategies=["opera"], targets=["test-faults"])
+    df = apfd_table(
+        store, 1, strategies=["opera"], targets=["test-faults"], equipped=[f"test-faults={equipped}"]
+    )
+    order = tmp_path / "opera.order"
+    corpus = str(store.parent / "c.jsonl")
+    argv = ["prioritize", corpus, "--target", "test-faults", "--equipped", str(equipped), "-o", str(order)]
+    assert main(argv) == 0
+    expected = _hand(store, 1, "test-faults", read_order(order)[0])[0]
+    assert _row(df, "test-faults", "opera")["apfd"] == pytest.approx(expected)
+    assert expected != pytest.approx(_row(plain, "test-faults", "opera")["apfd"])
+    # a plain FILE serves every target of its library, the same here
+    both = apfd_table(store, 1, strategies=["opera"], equipped=[str(equipped)])
+    assert _row(both, "test-faults", "opera")["apfd"] == pytest.approx(expected)
