@@ -43,3 +43,28 @@ def test_raw_bit_outputs_come_back_as_values(to: int, dtype: str, values: list[f
     assert out.dtype == np.dtype(getattr(ml_dtypes, dtype))
     assert out.shape == source.shape
     np.testing.assert_array_equal(out.astype(np.float32), source)
+
+
+def test_ov_torch_feeds_only_the_parameters_openvino_kept() -> None:
+    """``linspace(0, t, steps=0)`` does not depend on ``t``: OpenVINO drops that parameter, and
+    feeding it anyway failed at run time ("Input port for index 0 was not found")."""
+    pytest.importorskip("torch")
+    from opera.model import InstanceKind, OperatorInstance, Source
+    from opera.targets.openvino import OvTorchTarget
+    from opera.templates.torch_template import TorchTemplate
+    from opera.values import DType
+
+    inst = OperatorInstance(
+        library="torch",
+        api="torch.linspace",
+        kind=InstanceKind.FUNCTION,
+        args=(0, np.array(4), 0),
+        kwargs={"dtype": DType("float32")},
+        source=Source(suite="opera-tests", test="linspace"),
+    )
+    built = TorchTemplate().build(inst)
+    target = OvTorchTarget()
+    converted = target.convert(built)
+    assert converted.input_indices == []
+    (out,) = target.run(target.compile(converted), built.inputs)
+    assert out.shape == (0,) and out.dtype == np.float32

@@ -63,7 +63,9 @@ class _OvTarget(Target):
         return {"openvino": ov.__version__, self._library_module: str(getattr(lib, "__version__", "?"))}
 
     def compile(self, converted: OvModel) -> OvModel:
-        return OvModel(_ov_core().compile_model(converted.model, "CPU", COMPILE_CONFIG), converted.input_indices)
+        return OvModel(
+            _ov_core().compile_model(converted.model, "CPU", COMPILE_CONFIG), converted.input_indices
+        )
 
     def run(self, compiled: OvModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
         indices = compiled.input_indices
@@ -148,7 +150,27 @@ class OvTorchTarget(_OvTarget):
         import openvino as ov
 
         program = export_torch(built)
-        return OvModel(ov.convert_model(program))
+        model = ov.convert_model(program)
+        return OvModel(model, _torch_input_indices(model, program))
+
+
+def _torch_input_indices(model: Any, program: Any) -> list[int] | None:
+    """Positions of the OpenVINO model's parameters among the program's user inputs.
+
+    OpenVINO drops a parameter the result does not depend on (``linspace(0, t, steps=0)``); feeding
+    it every input then fails with "Input port for index 0 was not found", a false crash.
+    """
+    names = list(program.graph_signature.user_inputs)
+    if len(model.inputs) == len(names):
+        return None
+    position = {name: i for i, name in enumerate(names)}
+    indices = []
+    for param in model.inputs:
+        match = next((position[n] for n in param.get_names() if n in position), None)
+        if match is None:
+            return None
+        indices.append(match)
+    return indices
 
 
 @register_target
