@@ -1,4 +1,5 @@
-"""Bugs-found-over-time plots (matplotlib, Agg backend: no display needed).
+"""Bugs-found-over-time plots (matplotlib's object API on the Agg canvas: no display, no pyplot
+global state, so importing this module does not change the backend of a notebook that imports it).
 
 ``plot_bugs_over_time(curves, path, title=...)`` draws one step curve per strategy, x = seconds
 since the start (the strategy's own prioritization time, then each test's measured duration),
@@ -13,10 +14,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 __all__ = ["figure_bugs_over_time", "plot_bugs_over_time", "svg_bugs_over_time"]
 
@@ -35,8 +34,10 @@ _STYLE: dict[str, tuple[str, str]] = {
 
 def figure_bugs_over_time(
     curves: Mapping[str, Sequence[tuple[float, float]]], title: str = "Bugs found over time"
-) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7.0, 4.2), dpi=110)
+) -> Figure:
+    fig = Figure(figsize=(7.0, 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     for k, (name, curve) in enumerate(curves.items()):
         if not curve:
             continue
@@ -64,10 +65,7 @@ def plot_bugs_over_time(
     """Write the step curves ``{strategy: [(seconds, bugs found), ...]}`` to ``path``."""
     out = Path(path)
     fig = figure_bugs_over_time(curves, title)
-    try:
-        fig.savefig(out, metadata={"Date": None} if out.suffix == ".svg" else None)
-    finally:
-        plt.close(fig)
+    fig.savefig(out, metadata={"Date": None} if out.suffix == ".svg" else None)
     return out
 
 
@@ -77,9 +75,6 @@ def svg_bugs_over_time(
     """The same plot as an inline ``<svg>`` element (for the HTML report)."""
     fig = figure_bugs_over_time(curves, title)
     buf = io.StringIO()
-    try:
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    finally:
-        plt.close(fig)
+    fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return text[text.index("<svg") :]
