@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 OPERA := $(VENV)/bin/opera
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup test demo lint
+.PHONY: setup browser test demo lint
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -15,8 +15,15 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-test: setup
-	$(PY) -m pytest -q -ra
+# tests/test_nightly.py opens the nightly HTML report in headless Chromium (Debian packages).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver; }
+
+test: setup browser
+	OPERA_REQUIRE_BROWSER=1 $(PY) -m pytest -q -ra
 
 lint: setup
 	$(VENV)/bin/ruff check opera instrumentation templates tests benchmarks

@@ -25,6 +25,7 @@ VERBS: dict[str, str] = {
     "run": "opera.commands.run",
     "bugs": "opera.commands.bugs",
     "report": "opera.commands.report",
+    "nightly": "opera.commands.nightly",
 }
 
 

@@ -1,6 +1,6 @@
 """Test-only targets for Opera's own tests (``test_only = True``: hidden from ``opera targets``).
 
-Both consume ``onnx`` instances through the real ONNX template and use onnxruntime as their
+All three consume ``onnx`` instances through the real ONNX template and use onnxruntime as their
 "compiler", so they exercise the whole runner path without TVM or OpenVINO:
 
 - ``test-wrong``: a correct conversion whose outputs are off by one (``+1``, booleans negated):
@@ -10,11 +10,18 @@ Both consume ``onnx`` instances through the real ONNX template and use onnxrunti
   (allocates without bound), ``raise`` (a Python exception: ``crash``) or ``unsupported`` (an
   exception matched by ``opera/unsupported.toml``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
+- ``test-drift``: a compiler whose behaviour changes between runs, for the nightly comparison
+  tests. ``OPERA_TEST_DRIFT`` names a JSON file ``{"version": "2", "behaviour": {"<source.test>":
+  "<kind>"}}``; kind ``pass``, ``wrong`` (outputs +1: ``inconsistent``), ``raise`` (RuntimeError:
+  ``crash``), ``raise-type`` (TypeError: a crash with another signature) or ``unsupported``. A
+  test the file does not name passes. ``version`` is reported by ``versions()``, so a change of
+  verdict can be tied to a "compiler" upgrade.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import time
 from typing import Any
@@ -24,7 +31,7 @@ import numpy as np
 from opera.targets import Target, register_target
 from opera.templates import SingleOpModel
 
-__all__ = ["FaultNotSupported", "TestFaultsTarget", "TestWrongTarget", "fault_of"]
+__all__ = ["FaultNotSupported", "TestDriftTarget", "TestFaultsTarget", "TestWrongTarget", "fault_of"]
 
 
 class FaultNotSupported(Exception):
@@ -184,3 +191,51 @@ _FAULT_CODE = {
     "raise": "raise RuntimeError('injected fault in the test-faults target')",
     "unsupported": "raise NotImplementedError('the test-faults target does not support this operator')",
 }
+
+
+# ---- test-drift -------------------------------------------------------------------------------
+
+DRIFT_ENV = "OPERA_TEST_DRIFT"
+
+
+def _drift_config() -> dict[str, Any]:
+    path = os.environ.get(DRIFT_ENV)
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return dict(json.load(f))
+
+
+def _drift_inject(kind: str) -> None:
+    if kind == "raise":
+        raise RuntimeError("injected crash in the test-drift target")
+    if kind == "raise-type":
+        raise TypeError("injected crash of another kind in the test-drift target")
+    if kind == "unsupported":
+        raise FaultNotSupported("the test-drift target does not support this operator")
+    if kind not in ("pass", "wrong"):
+        raise ValueError(f"unknown drift kind {kind!r}")
+
+
+@register_target
+class TestDriftTarget(_OrtTarget):
+    """onnxruntime, misbehaving as ``$OPERA_TEST_DRIFT`` says (see the module docstring)."""
+
+    __test__ = False
+    name = "test-drift"
+
+    def versions(self) -> dict[str, str]:
+        return {**super().versions(), "test-drift": str(_drift_config().get("version", "0"))}
+
+    def convert(self, built: SingleOpModel) -> _OrtSession:
+        kind = str(_drift_config().get("behaviour", {}).get(built.instance.source.test, "pass"))
+        _drift_inject(kind)
+        session = super().convert(built)
+        session.fault = (kind, "run")  # type: ignore[attr-defined]
+        return session
+
+    def run(self, compiled: _OrtSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        outputs = super().run(compiled, inputs)
+        if getattr(compiled, "fault", (None, ""))[0] == "wrong":
+            return [_off_by_one(o) for o in outputs]
+        return outputs

@@ -1,0 +1,101 @@
+"""opera nightly [CORPUS...] [--target T ...] [--budget 2h] [--store opera.db] [-o DIR]: the
+nightly regression job (DESIGN.md section 10). Exit 0: no new failure; 1: new failures; 2: bad input."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+
+from opera.commands.run import _size
+from opera.errors import OperaError
+from opera.runner import parse_duration
+
+HELP = (
+    "prioritized, budgeted run of the corpus on every installed target, compared with the previous "
+    "nightly run (exit 1 on new failures); writes JUnit XML and an HTML report"
+)
+
+DEFAULT_CORPUS = "harvested/*.jsonl.gz"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("corpus", nargs="*", help=f"corpus files (default: {DEFAULT_CORPUS})")
+    parser.add_argument(
+        "--target",
+        "-t",
+        action="append",
+        default=[],
+        help="target name (repeatable; default: every installed CPU target, see `opera targets`)",
+    )
+    parser.add_argument("--budget", default="2h", help="whole job, split across targets (default 2h)")
+    parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
+    parser.add_argument("--strategy", default="opera", help="prioritization strategy (default: opera)")
+    parser.add_argument(
+        "--equipped",
+        action="append",
+        default=[],
+        metavar="TARGET=FILE",
+        help="equipped corpus of TARGET's own frontend tests, for the strategy (repeatable)",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="DIR", help="report directory (default: STORE.d/nightly/NUMBER)"
+    )
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--timeout", default=None, help="per-test timeout (default 60s)")
+    parser.add_argument("--max-rss", default=None, help="per-worker memory limit, e.g. 4G")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed for inputs, weights and strategies (default 0)"
+    )
+    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/oracles.toml)")
+    parser.add_argument(
+        "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
+    )
+    parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+
+
+def _equipped(specs: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        target, sep, path = spec.partition("=")
+        if not sep or not target or not path:
+            raise OperaError(f"--equipped {spec}: use TARGET=FILE (e.g. tvm-onnx=equipped/tvm-onnx.jsonl.gz)")
+        out.setdefault(target, []).append(path)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from opera.nightly import NightlyConfig, render_text, run_nightly
+
+    budget = parse_duration(args.budget)
+    timeout = parse_duration(args.timeout) if args.timeout else None
+    if args.workers is not None and args.workers < 1:
+        raise OperaError("--workers must be at least 1")
+    corpus = list(args.corpus) or sorted(glob.glob(DEFAULT_CORPUS))
+    if not corpus:
+        raise OperaError(f"no corpus file given and none at {DEFAULT_CORPUS} (run from the checkout's root)")
+    equipped = _equipped(args.equipped)
+    unknown = [t for t in equipped if args.target and t not in args.target]
+    if unknown:
+        raise OperaError(f"--equipped names target(s) not run: {', '.join(unknown)}")
+    config = NightlyConfig(
+        corpus=corpus,
+        targets=list(args.target),
+        store=args.store,
+        budget_s=budget,
+        strategy=args.strategy,
+        equipped=equipped,
+        out_dir=args.output,
+        workers=args.workers or 0,
+        timeout_s=timeout if timeout is not None else 60.0,
+        seed=args.seed,
+        max_rss_bytes=_size(args.max_rss) if args.max_rss else None,
+        oracle_config=args.oracle_config,
+        unsupported_config=args.unsupported_config,
+        reproducers=not args.no_reproducers,
+    )
+    outcome = run_nightly(config, show_progress=not args.quiet)
+    print(render_text(outcome))
+    sys.stdout.flush()
+    return outcome.exit_code

@@ -1,0 +1,163 @@
+"""Tonight's verdicts against the previous nightly run of the same target.
+
+Per test (instance x target), over the tests both runs executed:
+
+- **new failure**: not failing before (pass, unsupported, invalid, ...), failing now;
+- **fixed**: failing before, now pass;
+- **still failing**: failing before and now, same outcome and signature;
+- **changed symptom**: failing before and now, another outcome (crash -> inconsistent) or signature;
+- **newly unsupported** / **now supported**: the frontend started / stopped refusing the operator.
+
+A failing test the previous run did not execute (a new corpus instance, or one its budget did not
+reach) is *still failing* when its bug signature was already seen in the previous run, and a *new
+failure* otherwise: a longer reach tonight must not turn the job red for a known bug. On a first
+night every failure is new. Each change carries the target's compiler/library version changes
+between the two runs, so a verdict change can be tied to an upgrade.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from opera.outcomes import FAILURE_OUTCOMES, Outcome, Stage, TestResult
+
+__all__ = ["Change", "ChangeKind", "TargetComparison", "Verdict", "compare_results", "version_changes"]
+
+
+class ChangeKind(StrEnum):
+    NEW_FAILURE = "new failure"
+    FIXED = "fixed"
+    STILL_FAILING = "still failing"
+    CHANGED_SYMPTOM = "changed symptom"
+    NEWLY_UNSUPPORTED = "newly unsupported"
+    NOW_SUPPORTED = "now supported"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    stage: Stage
+    signature: str | None
+    reproducer: str | None
+    message: str
+
+    @classmethod
+    def of(cls, result: TestResult) -> Verdict:
+        return cls(result.outcome, result.stage, result.signature, result.reproducer, result.message)
+
+    @property
+    def is_failure(self) -> bool:
+        return self.outcome in FAILURE_OUTCOMES
+
+    def describe(self) -> str:
+        return f"{self.outcome.value} ({self.signature})" if self.signature else self.outcome.value
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: ChangeKind
+    target: str
+    instance_id: str
+    api: str
+    before: Verdict | None  # None: the previous run did not execute this test (or first night)
+    after: Verdict
+    version_changes: tuple[str, ...] = ()  # e.g. "openvino 2026.3.0 -> 2026.4.1"; () when none
+
+
+@dataclass
+class TargetComparison:
+    target: str
+    run_id: int
+    previous_run_id: int | None  # None: first night for this target
+    version_changes: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    compared: int = 0  # tests both runs executed
+    only_tonight: int = 0
+    not_rerun: int = 0  # tests the previous run executed and tonight did not
+    not_rerun_failures: int = 0  # ... of which were failing then (their status is unknown tonight)
+
+    @property
+    def first_night(self) -> bool:
+        return self.previous_run_id is None
+
+    def of(self, kind: ChangeKind) -> list[Change]:
+        return [c for c in self.changes if c.kind is kind]
+
+    def operators(self, kind: ChangeKind) -> dict[str, int]:
+        """api -> number of tests with this kind of change (newly unsupported / now supported operators)."""
+        return dict(sorted(Counter(c.api for c in self.of(kind)).items()))
+
+
+def version_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """``name old -> new`` for every package whose recorded version differs (added/removed too)."""
+    out = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if old != new:
+            out.append(
+                f"{name} {old if old is not None else '(none)'} -> {new if new is not None else '(none)'}"
+            )
+    return out
+
+
+def compare_results(
+    target: str,
+    run_id: int,
+    results: Iterable[TestResult],
+    *,
+    previous_run_id: int | None = None,
+    previous: Iterable[TestResult] = (),
+    versions: Mapping[str, Any] | None = None,
+    previous_versions: Mapping[str, Any] | None = None,
+) -> TargetComparison:
+    """Compare one target's results of tonight with those of its previous nightly run."""
+    now = {r.instance_id: r for r in results if r.target == target}
+    before = {r.instance_id: r for r in previous if r.target == target}
+    changed_versions = (
+        version_changes(previous_versions or {}, versions or {}) if previous_run_id is not None else []
+    )
+    tied = tuple(changed_versions)
+    cmp = TargetComparison(target, run_id, previous_run_id, changed_versions)
+    known = {r.signature for r in before.values() if r.is_failure and r.signature}
+    for iid, result in now.items():
+        after = Verdict.of(result)
+        prev = before.get(iid)
+        kind: ChangeKind | None
+        if prev is None:
+            cmp.only_tonight += 1
+            if not after.is_failure:
+                continue
+            kind = ChangeKind.STILL_FAILING if after.signature in known else ChangeKind.NEW_FAILURE
+            cmp.changes.append(Change(kind, target, iid, result.api, None, after, tied))
+            continue
+        cmp.compared += 1
+        was = Verdict.of(prev)
+        for kind in _kinds(was, after):
+            cmp.changes.append(Change(kind, target, iid, result.api, was, after, tied))
+    gone = [r for iid, r in before.items() if iid not in now]
+    cmp.not_rerun = len(gone)
+    cmp.not_rerun_failures = sum(r.is_failure for r in gone)
+    order = list(ChangeKind)
+    cmp.changes.sort(key=lambda c: (order.index(c.kind), c.api, c.instance_id))
+    return cmp
+
+
+def _kinds(was: Verdict, now: Verdict) -> Sequence[ChangeKind]:
+    kinds: list[ChangeKind] = []
+    if was.is_failure and now.is_failure:
+        same = was.outcome is now.outcome and was.signature == now.signature
+        kinds.append(ChangeKind.STILL_FAILING if same else ChangeKind.CHANGED_SYMPTOM)
+    elif now.is_failure:
+        kinds.append(ChangeKind.NEW_FAILURE)
+    elif was.is_failure and now.outcome is Outcome.PASS:
+        kinds.append(ChangeKind.FIXED)
+    unsupported = Outcome.UNSUPPORTED
+    if now.outcome is unsupported and was.outcome not in (unsupported, Outcome.INVALID):
+        kinds.append(ChangeKind.NEWLY_UNSUPPORTED)
+    elif was.outcome is unsupported and now.outcome not in (unsupported, Outcome.INVALID):
+        kinds.append(ChangeKind.NOW_SUPPORTED)
+    return kinds

@@ -1,0 +1,248 @@
+"""The nightly's HTML report: one self-contained file (inline CSS, plots as data URIs, no script).
+
+Sections: the verdict (new failures or not, first night), a summary table per target (run,
+versions and their changes, outcome counts, change counts), the changed tests (new failures,
+changed symptoms, fixed, still failing) with links to their reproducers, the newly unsupported /
+now supported operators, the time-to-bug plot (``opera.report.plots``) and the per-operator heat
+map. Reproducer links are relative to the report's folder, so a CI job can archive the store's
+folder and the report together.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from opera.nightly.compare import Change, ChangeKind
+from opera.nightly.heatmap import plot_outcome_heatmap
+from opera.outcomes import Outcome
+from opera.report.plots import plot_bugs_over_time
+
+if TYPE_CHECKING:
+    from opera.nightly.pipeline import NightlyOutcome, TargetNight
+
+__all__ = ["bug_curve", "write_html"]
+
+_ROW_LIMIT = 500  # per change table; the JUnit file has every test
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.verdict { padding: 0.6em 1em; border-radius: 4px; font-weight: 600; }
+.bad { background: #fde2e1; border: 1px solid #e0a09c; } .good { background: #e3f4e1; border: 1px solid #9fcf98; }
+.note { background: #fff6d6; border: 1px solid #e8d48a; padding: 0.4em 0.8em; border-radius: 4px; }
+code { font-size: 0.95em; } .muted { color: #777; } img { max-width: 100%; }
+"""
+
+
+def bug_curve(night: TargetNight) -> list[tuple[float, int]]:
+    """(seconds, unique bug signatures found) along the run's prioritized order; time starts with
+    the prioritization and adds each test's measured duration."""
+    t = night.prioritization_s
+    seen: set[str] = set()
+    curve = [(0.0, 0), (t, 0)]
+    for ranked in night.results:
+        r = ranked.result
+        t += r.duration
+        if r.is_failure and r.signature and r.signature not in seen:
+            seen.add(r.signature)
+            curve.append((t, len(seen)))
+    curve.append((t, len(seen)))
+    return curve
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _link(path: str | None, base: Path) -> str:
+    if not path:
+        return '<span class="muted">-</span>'
+    try:
+        href = os.path.relpath(Path(path).resolve(), base.resolve())
+    except ValueError:  # another drive (Windows)
+        href = Path(path).resolve().as_uri()
+    return f'<a href="{_e(Path(href).as_posix())}">{_e(Path(path).name)}</a>'
+
+
+def _image(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _summary_table(outcome: NightlyOutcome) -> str:
+    outcomes = list(Outcome)
+    head = (
+        "<tr><th>target</th><th>run</th><th>previous</th><th>status</th><th>budget (s)</th><th>tests</th>"
+        + "".join(f"<th>{_e(o.value)}</th>" for o in outcomes)
+        + "</tr>"
+    )
+    rows = []
+    for night in outcome.nights:
+        cmp = night.comparison
+        counts = dict.fromkeys(outcomes, 0)
+        for ranked in night.results:
+            counts[ranked.result.outcome] += 1
+        rows.append(
+            "<tr>"
+            f"<td>{_e(night.target)}</td><td class=n>{night.run.id}</td>"
+            f"<td class=n>{_e(cmp.previous_run_id or 'first night')}</td><td>{_e(night.run.status)}</td>"
+            f"<td class=n>{night.budget_s:.0f}</td><td class=n>{len(night.results)} / {night.planned}</td>"
+            + "".join(f"<td class=n>{counts[o]}</td>" for o in outcomes)
+            + "</tr>"
+        )
+    return f'<table id="summary">{head}{"".join(rows)}</table>'
+
+
+def _changes_table(outcome: NightlyOutcome) -> str:
+    kinds = list(ChangeKind)
+    head = (
+        "<tr><th>target</th>" + "".join(f"<th>{_e(k.value)}</th>" for k in kinds) + "<th>not rerun</th></tr>"
+    )
+    rows = [
+        f"<tr><td>{_e(n.target)}</td>"
+        + "".join(f"<td class=n>{len(n.comparison.of(k))}</td>" for k in kinds)
+        + f"<td class=n>{n.comparison.not_rerun}</td></tr>"
+        for n in outcome.nights
+    ]
+    return f'<table id="changes">{head}{"".join(rows)}</table>'
+
+
+def _versions_table(outcome: NightlyOutcome) -> str:
+    head = "<tr><th>target</th><th>compiler and library versions</th><th>changes since the previous nightly</th></tr>"
+    rows = []
+    for night in outcome.nights:
+        cmp = night.comparison
+        versions = night.run.versions.get(night.target, {})
+        changed = "; ".join(cmp.version_changes) or ("none" if cmp.previous_run_id else "n/a (first night)")
+        rows.append(
+            f"<tr><td>{_e(night.target)}</td>"
+            f"<td>{_e(', '.join(f'{k} {v}' for k, v in sorted(versions.items())))}, opera {_e(night.run.tool_version)}</td>"
+            f"<td>{_e(changed)}</td></tr>"
+        )
+    return f'<table id="versions">{head}{"".join(rows)}</table>'
+
+
+def _change_table(table_id: str, changes: list[Change], base: Path) -> str:
+    if not changes:
+        return f'<p id="{table_id}" class="muted">none</p>'
+    head = (
+        "<tr><th>target</th><th>operator</th><th>instance</th><th>before</th><th>now</th>"
+        "<th>stage</th><th>reproducer</th><th>tied to version change</th></tr>"
+    )
+    rows = []
+    for c in changes[:_ROW_LIMIT]:
+        repro = c.after.reproducer or (c.before.reproducer if c.before else None)
+        rows.append(
+            "<tr>"
+            f"<td>{_e(c.target)}</td><td><code>{_e(c.api)}</code></td>"
+            f'<td><code title="{_e(c.instance_id)}">{_e(c.instance_id[:12])}</code></td>'
+            f"<td>{_e(c.before.describe() if c.before else 'not run')}</td><td>{_e(c.after.describe())}</td>"
+            f"<td>{_e(c.after.stage.value)}</td><td>{_link(repro, base)}</td>"
+            f"<td>{_e('; '.join(c.version_changes) or 'no version change')}</td>"
+            "</tr>"
+        )
+    more = len(changes) - _ROW_LIMIT
+    tail = f'<p class="muted">{more} more in the JUnit file</p>' if more > 0 else ""
+    return f'<table id="{table_id}">{head}{"".join(rows)}</table>{tail}'
+
+
+def _operator_table(table_id: str, outcome: NightlyOutcome, kind: ChangeKind) -> str:
+    rows = [
+        f"<tr><td>{_e(n.target)}</td><td><code>{_e(api)}</code></td><td class=n>{count}</td>"
+        f"<td>{_e('; '.join(n.comparison.version_changes) or 'no version change')}</td></tr>"
+        for n in outcome.nights
+        for api, count in n.comparison.operators(kind).items()
+    ]
+    if not rows:
+        return f'<p id="{table_id}" class="muted">none</p>'
+    head = "<tr><th>target</th><th>operator</th><th>tests</th><th>tied to version change</th></tr>"
+    return f'<table id="{table_id}">{head}{"".join(rows)}</table>'
+
+
+def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
+    out = Path(path)
+    base = out.parent
+    base.mkdir(parents=True, exist_ok=True)
+    curves = {n.target: bug_curve(n) for n in outcome.nights}
+    plot = plot_bugs_over_time(
+        curves, base / "time-to-bug.png", title=f"Nightly {outcome.number}: bugs found over time"
+    )
+    heat = plot_outcome_heatmap(
+        {n.target: [(r.result.api, r.result.outcome) for r in n.results] for n in outcome.nights},
+        base / "outcome-heatmap.png",
+    )
+    new = outcome.changes(ChangeKind.NEW_FAILURE)
+    if outcome.interrupted:
+        verdict = '<p class="verdict bad">Interrupted: the comparison covers the targets that ran.</p>'
+    elif new:
+        verdict = f'<p class="verdict bad">{len(new)} new failure(s) since the previous nightly run.</p>'
+    else:
+        verdict = '<p class="verdict good">No new failures since the previous nightly run.</p>'
+    first = outcome.first_night_targets
+    notes = []
+    if first:
+        notes.append(
+            f"First nightly run for {_e(', '.join(first))}: there is no previous nightly run to compare "
+            "with, so every failure counts as new."
+        )
+    notes += [_e(n) for n in outcome.notes]
+    for night in outcome.nights:
+        cmp = night.comparison
+        if cmp.not_rerun_failures:
+            notes.append(
+                f"{_e(night.target)}: {cmp.not_rerun_failures} test(s) failing in run {cmp.previous_run_id} "
+                "were not run tonight (no longer in the corpus, or the budget ran out)."
+            )
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(outcome.started))
+    junit = (
+        f'<a href="{_e(os.path.relpath(outcome.junit.resolve(), base.resolve()))}">JUnit XML</a>'
+        if outcome.junit
+        else ""
+    )
+    sections = [
+        f"<h1>Opera nightly {outcome.number}</h1>",
+        f'<p class="muted">store <code>{_e(outcome.store)}</code>, started {started}, '
+        f"{outcome.ended - outcome.started:.0f} s of a {outcome.budget_s:.0f} s budget. {junit}</p>",
+        verdict,
+        "".join(f'<p class="note">{n}</p>' for n in notes),
+        "<h2>Summary per target</h2>",
+        _summary_table(outcome),
+        "<h2>Changes since the previous nightly</h2>",
+        _changes_table(outcome),
+        "<h2>Versions</h2>",
+        _versions_table(outcome),
+        "<h2>New failures</h2>",
+        _change_table("new-failures", new, base),
+        "<h2>Changed symptom</h2>",
+        _change_table("changed-symptom", outcome.changes(ChangeKind.CHANGED_SYMPTOM), base),
+        "<h2>Fixed</h2>",
+        _change_table("fixed", outcome.changes(ChangeKind.FIXED), base),
+        "<h2>Still failing</h2>",
+        _change_table("still-failing", outcome.changes(ChangeKind.STILL_FAILING), base),
+        "<h2>Newly unsupported operators</h2>",
+        _operator_table("newly-unsupported", outcome, ChangeKind.NEWLY_UNSUPPORTED),
+        "<h2>Now supported operators</h2>",
+        _operator_table("now-supported", outcome, ChangeKind.NOW_SUPPORTED),
+        "<h2>Time to bug</h2>",
+        _image(plot, "unique bugs found over time, per target"),
+        "<h2>Outcomes per operator</h2>",
+        _image(heat, "heat map of outcomes per operator"),
+    ]
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>Opera nightly {outcome.number}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(sections)
+        + "</body></html>\n"
+    )
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    return out

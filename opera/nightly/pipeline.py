@@ -1,0 +1,365 @@
+"""The nightly pipeline: prioritize per target, run within the budget, compare, write the reports.
+
+1. Targets: the ``--target`` names, or every installed CPU target; each takes the corpus files of
+   its source library.
+2. Order per target: the previous nightly's failing tests of that target first (so *fixed* and
+   *still failing* are known even when the budget is short, the replay idea of Hypothesis's example
+   database), then the corpus in the strategy's order.
+3. One ``opera run`` per target, smallest plan first, each with its share of what is left of the
+   budget (``budget.py``), tagged with the nightly's number (``history.py``).
+4. Compare each target's run with its previous nightly run (``compare.py``), write JUnit XML and
+   the HTML report into the output directory.
+
+Bad input (unknown target, missing corpus, a budget too small to run anything, a store this Opera
+cannot read) raises ``OperaError`` before anything is stored.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from opera.corpus import CorpusReader
+from opera.errors import OperaError
+from opera.executors import Executor, WorkerSettings
+from opera.nightly.budget import BudgetClock, check_budget, run_order
+from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results
+from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
+from opera.store import RUN_INTERRUPTED, RankedResult, ResultStore, RunRecord
+
+__all__ = ["NightlyConfig", "NightlyOutcome", "TargetNight", "default_targets", "run_nightly"]
+
+EXIT_OK = 0
+EXIT_NEW_FAILURES = 1
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class NightlyConfig:
+    corpus: list[str]
+    targets: list[str] = field(default_factory=list)  # empty: every installed CPU target
+    store: str = "opera.db"
+    budget_s: float = 2 * 3600.0
+    strategy: str = "opera"
+    equipped: dict[str, list[str]] = field(default_factory=dict)  # target -> equipped corpora
+    out_dir: str | None = None  # default: <store>.d/nightly/<number>
+    workers: int = 0
+    timeout_s: float = 60.0
+    seed: int = 0
+    max_rss_bytes: int | None = None
+    oracle_config: str | None = None
+    unsupported_config: str | None = None
+    reproducers: bool = True
+
+
+@dataclass
+class TargetNight:
+    target: str
+    run: RunRecord
+    results: list[RankedResult]  # in planned (prioritized) order
+    comparison: TargetComparison
+    budget_s: float
+    planned: int
+    replayed: int  # previous failures put first in the order
+    prioritization_s: float
+
+
+@dataclass
+class NightlyOutcome:
+    number: int
+    store: str
+    out_dir: Path
+    started: float
+    ended: float
+    budget_s: float
+    nights: list[TargetNight]
+    notes: list[str]
+    interrupted: bool = False
+    junit: Path | None = None
+    html: Path | None = None
+
+    def changes(self, kind: ChangeKind) -> list[Change]:
+        return [c for n in self.nights for c in n.comparison.of(kind)]
+
+    @property
+    def first_night_targets(self) -> list[str]:
+        return [n.target for n in self.nights if n.comparison.first_night]
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_NEW_FAILURES if self.changes(ChangeKind.NEW_FAILURE) else EXIT_OK
+
+
+def default_targets() -> list[str]:
+    """Every installed CPU target (not test-only, available here, no GPU needed)."""
+    from opera.targets import all_targets
+
+    return [t.name for t in all_targets() if not t.needs_gpu and t.availability() is None]
+
+
+def _resolve(names: list[str]) -> dict[str, str]:
+    """target -> the source library it consumes; unknown or unavailable targets are errors."""
+    from opera.targets import get_target
+
+    if not names:
+        names = default_targets()
+        if not names:
+            raise OperaError("no CPU target is installed here (see `opera targets`); name one with --target")
+    libraries = {}
+    for name in dict.fromkeys(names):
+        target = get_target(name)
+        reason = target.availability()
+        if reason is not None:
+            raise OperaError(f"target {name} is not available here: {reason}")
+        libraries[name] = target.library
+    return libraries
+
+
+def _corpus_by_library(paths: list[str]) -> dict[str, list[str]]:
+    if not paths:
+        raise OperaError("no corpus file given (the shipped corpus is harvested/*.jsonl.gz)")
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        first = next(iter(CorpusReader([path])), None)
+        if first is not None:
+            out.setdefault(first.library, []).append(path)
+    return out
+
+
+def _order(
+    config: NightlyConfig, target: str, files: list[str], previous: ResultStore | None, prev: RunRecord | None
+) -> tuple[list[str], dict[str, Any], int, float]:
+    from opera.prioritize import prioritize_files
+
+    ordering, header = prioritize_files(
+        files,
+        target=target,
+        strategy=config.strategy,
+        equipped=config.equipped.get(target, []),
+        seed=config.seed,
+    )
+    replay: list[str] = []
+    if previous is not None and prev is not None:
+        failing = {
+            r.result.instance_id for r in previous.results_in_plan_order(prev.id) if r.result.is_failure
+        }
+        in_corpus = set(ordering.ids)
+        replay = [i for i in dict.fromkeys(r.instance_id for r in previous.planned(prev.id)) if i in failing]
+        replay = [i for i in replay if i in in_corpus]
+    first = set(replay)
+    ids = replay + [i for i in ordering.ids if i not in first]
+    header = {**header, "nightly_replayed_failures": len(replay)}
+    return ids, header, len(replay), ordering.seconds
+
+
+def run_nightly(
+    config: NightlyConfig,
+    *,
+    show_progress: bool = True,
+    executor_factory: Callable[[int, WorkerSettings], Executor] | None = None,
+    out: TextIO | None = None,
+) -> NightlyOutcome:
+    from opera.prioritize import write_order
+    from opera.runner import start_run
+
+    log = out or sys.stderr
+    started = time.time()
+    clock = BudgetClock(config.budget_s)
+    libraries = _resolve(config.targets)
+    check_budget(config.budget_s, list(libraries))
+    corpus = _corpus_by_library(config.corpus)
+    notes: list[str] = []
+    for target, library in list(libraries.items()):
+        if library not in corpus:
+            notes.append(f"note: {target} skipped: no {library} instances in the corpus files")
+            del libraries[target]
+    if not libraries:
+        raise OperaError(
+            f"nothing to run: the corpus holds {', '.join(sorted(corpus)) or 'no'} instances, "
+            "which none of the targets consumes"
+        )
+    store, store_notes = open_store(config.store)
+    notes = store_notes + notes
+    with store:
+        number = next_nightly_number(store)
+        out_dir = (
+            Path(config.out_dir) if config.out_dir else Path(f"{config.store}.d") / "nightly" / str(number)
+        )
+        (out_dir / "orders").mkdir(parents=True, exist_ok=True)
+        orders: dict[str, tuple[Path, int, int, float]] = {}
+        previous: dict[str, RunRecord | None] = {}
+        for target in libraries:
+            previous[target] = previous_nightly_run(store, target, number)
+            ids, header, replayed, seconds = _order(
+                config, target, corpus[libraries[target]], store, previous[target]
+            )
+            path = out_dir / "orders" / f"{target}.order"
+            write_order(path, ids, header)
+            orders[target] = (path, len(ids), replayed, seconds)
+        check_budget(config.budget_s, list(libraries), spent_s=config.budget_s - clock.remaining())
+    for note in notes:
+        print(note, file=log)
+    first = [t for t, p in previous.items() if p is None]
+    if first:
+        print(
+            f"first nightly run for {', '.join(first)}: no previous nightly run in {config.store} "
+            "to compare with, so every failure counts as new",
+            file=log,
+        )
+
+    runs: dict[str, tuple[int, float]] = {}
+    interrupted = False
+    sequence = run_order({t: orders[t][1] for t in libraries})
+    for k, target in enumerate(sequence):
+        share = clock.share(target, len(sequence) - k)
+        print(f"nightly {number}: {target} ({orders[target][1]} instances, budget {share:.0f} s)", file=log)
+        run_config = NightlyRunConfig(
+            corpus=list(corpus[libraries[target]]),
+            targets=[target],
+            store=config.store,
+            seed=config.seed,
+            timeout_s=config.timeout_s,
+            workers=config.workers,
+            order=str(orders[target][0]),
+            budget_s=share,
+            max_rss_bytes=config.max_rss_bytes,
+            oracle_config=config.oracle_config,
+            unsupported_config=config.unsupported_config,
+            reproducers=config.reproducers,
+            nightly=number,
+        )
+        summary = start_run(
+            run_config, show_progress=show_progress, executor_factory=executor_factory, out=log
+        )
+        runs[target] = (summary.run_id, share)
+        if summary.status == RUN_INTERRUPTED:
+            interrupted = True
+            notes.append(
+                f"interrupted during {target}: finish it with opera run --store {config.store} --resume {summary.run_id}"
+            )
+            break
+
+    nights = []
+    with ResultStore(config.store) as store:
+        # A result keeps its own script only when it was the signature's smallest instance so far;
+        # the others point at their bug's (smallest) reproducer.
+        reproducers = {b.signature: b.reproducer for b in store.bugs() if b.reproducer}
+        for target in sequence:
+            if target not in runs:
+                continue
+            run_id, share = runs[target]
+            record = store.get_run(run_id)
+            prev = previous[target]
+            results = store.results_in_plan_order(run_id)
+            for ranked in results:
+                r = ranked.result
+                if r.reproducer is None and r.is_failure and r.signature:
+                    r.reproducer = reproducers.get(r.signature)
+            comparison = compare_results(
+                target,
+                run_id,
+                (r.result for r in results),
+                previous_run_id=prev.id if prev else None,
+                previous=store.results(prev.id) if prev else (),
+                versions=_versions(record, target),
+                previous_versions=_versions(prev, target) if prev else None,
+            )
+            _, planned, replayed, seconds = orders[target]
+            nights.append(TargetNight(target, record, results, comparison, share, planned, replayed, seconds))
+    outcome = NightlyOutcome(
+        number, config.store, out_dir, started, time.time(), config.budget_s, nights, notes, interrupted
+    )
+    from opera.nightly.html import write_html
+    from opera.nightly.junit import write_junit
+
+    outcome.junit = write_junit(outcome, out_dir / "junit.xml")
+    outcome.html = write_html(outcome, out_dir / "report.html")
+    return outcome
+
+
+def _versions(run: RunRecord, target: str) -> dict[str, Any]:
+    """The target's compiler/library versions as recorded with the run, plus Opera's own."""
+    recorded = run.versions.get(target, {})
+    return {**(recorded if isinstance(recorded, dict) else {}), "opera": run.tool_version}
+
+
+def render_text(outcome: NightlyOutcome) -> str:
+    """The summary printed at the end of ``opera nightly``."""
+    lines = [
+        f"nightly {outcome.number}: {len(outcome.nights)} target(s), {outcome.ended - outcome.started:.0f} s"
+    ]
+    kinds = list(ChangeKind)
+    header = ["target", "run", "prev", "tests", "failing"] + [k.value for k in kinds]
+    rows = []
+    for night in outcome.nights:
+        cmp = night.comparison
+        failing = sum(r.result.is_failure for r in night.results)
+        rows.append(
+            [
+                night.target,
+                str(night.run.id),
+                str(cmp.previous_run_id or "-"),
+                str(len(night.results)),
+                str(failing),
+            ]
+            + [str(len(cmp.of(k))) for k in kinds]
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines.append(
+        "  ".join(
+            h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True))
+        )
+    )
+    for row in rows:
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    for night in outcome.nights:
+        cmp = night.comparison
+        if cmp.first_night:
+            lines.append(
+                f"{night.target}: first nightly run, nothing to compare with: every failure counts as new"
+            )
+        elif cmp.version_changes:
+            lines.append(
+                f"{night.target}: versions changed since run {cmp.previous_run_id}: {'; '.join(cmp.version_changes)}"
+            )
+        for kind in (ChangeKind.NEW_FAILURE, ChangeKind.FIXED, ChangeKind.CHANGED_SYMPTOM):
+            for change in cmp.of(kind)[:20]:
+                before = change.before.describe() if change.before else "not run"
+                lines.append(
+                    f"  {kind.value}: {change.api} [{change.instance_id[:12]}] {before} -> {change.after.describe()}"
+                )
+            more = len(cmp.of(kind)) - 20
+            if more > 0:
+                lines.append(f"  ... {more} more {kind.value} (see the HTML report)")
+        for kind in (ChangeKind.NEWLY_UNSUPPORTED, ChangeKind.NOW_SUPPORTED):
+            ops = cmp.operators(kind)
+            if ops:
+                lines.append(f"  {kind.value} operators: {', '.join(ops)}")
+        if cmp.not_rerun_failures:
+            lines.append(
+                f"  {cmp.not_rerun_failures} test(s) failing in run {cmp.previous_run_id} were not run tonight "
+                "(no longer in the corpus, or the budget ran out)"
+            )
+    lines.extend(outcome.notes)
+    new = len(outcome.changes(ChangeKind.NEW_FAILURE))
+    if outcome.interrupted:
+        lines.append("interrupted")
+    elif new:
+        lines.append(f"{new} new failure(s)")
+    else:
+        lines.append("no new failures")
+    if outcome.junit:
+        lines.append(f"JUnit: {outcome.junit}")
+    if outcome.html:
+        lines.append(f"HTML report: {outcome.html}")
+    return "\n".join(lines)
