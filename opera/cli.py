@@ -19,6 +19,7 @@ from opera.errors import OperaError
 VERBS: dict[str, str] = {
     "harvest": "opera.commands.harvest",
     "stats": "opera.commands.stats",
+    "generate": "opera.commands.generate",
     "manifest": "opera.commands.manifest",
     "targets": "opera.commands.targets",
     "prioritize": "opera.commands.prioritize",
