@@ -56,6 +56,8 @@ result = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in INPUT
 def _flatten(value):
     if hasattr(value, "numpy"):
         return [value.numpy()]
+    if type(value).__name__ == "Shape":  # tvm_ffi.Shape (a tuple subclass): one int64 tensor
+        return [np.asarray(list(value), dtype=np.int64)]
     if isinstance(value, (list, tuple)) or type(value).__name__ in ("Array", "ADT", "Tuple"):
         return [y for item in value for y in _flatten(item)]
     return [np.asarray(value)]
@@ -68,7 +70,30 @@ import openvino as ov
 compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
 request = compiled.create_infer_request()
 request.infer([ov.Tensor(np.ascontiguousarray(x)) for x in INPUTS])
-outputs = [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(compiled.outputs))]
+RAW_BITS = {"f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "f8e8m0": "float8_e8m0fnu", "i4": "int4",
+            "u4": "uint4", "f4e2m1": "float4_e2m1fn", "u2": "uint2", "bf16": "bfloat16"}
+
+def _values(tensor):
+    # OpenVINO exposes bf16 as float16 bits, 8-bit floats as uint8 and sub-byte types packed
+    name = RAW_BITS.get(tensor.element_type.get_type_name())
+    if name is None:
+        return np.array(tensor.data, copy=True)
+    import ml_dtypes
+    dtype, shape = np.dtype(getattr(ml_dtypes, name)), tuple(tensor.shape)
+    raw = np.frombuffer(np.asarray(tensor.data).tobytes(), dtype=np.uint8)
+    bits = tensor.element_type.bitwidth
+    if bits >= 8:
+        return raw[: int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape).copy()
+    codes = np.stack([(raw >> (bits * k)) & ((1 << bits) - 1) for k in range(8 // bits)], axis=-1).reshape(-1)
+    codes = codes[: int(np.prod(shape))]
+    if dtype.name.startswith("float"):
+        return codes.astype(np.uint8).view(dtype).reshape(shape)
+    ints = codes.astype(np.int16)
+    if dtype.name.startswith("int"):
+        ints = np.where(ints >= 1 << (bits - 1), ints - (1 << bits), ints)
+    return ints.astype(dtype).reshape(shape)
+
+outputs = [_values(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]
 """
 
 
@@ -130,15 +155,125 @@ def _ov_torch_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
 
 
 def _inductor_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
+    """The same eager call the target compiles (``torch.compile`` of the operator call, not of an
+    exported program: ``program.module()`` fails differently, e.g. "Attempt to trace generator"
+    for ``torch.unique``); the export path only when the call cannot be pickled without Opera."""
     device = getattr(target, "device", "cpu")
-    code = _TORCH_LOAD + (
+    eager = _eager_call(built)
+    run = (
         f"args = tuple(_to_torch(x).to({device!r}) for x in INPUTS)\n"
-        "compiled = torch.compile(program.module(), backend='inductor', fullgraph=True)\n"
-        "result = compiled(*args)\n"
-        "result = result if isinstance(result, (list, tuple)) else [result]\n"
-        "outputs = [r.detach().cpu().float().numpy() if r.dtype == torch.bfloat16 else r.detach().cpu().numpy() for r in result]\n"
+        "torch._dynamo.reset()\n"
+        "compiled = torch.compile(model, backend='inductor', fullgraph=True, dynamic=False)\n"
+        "with torch.no_grad():\n"
+        "    compiled(*[a.clone() for a in args])  # the first call traces and generates code\n"
+        "    result = compiled(*args)\n"
+        "def _flatten(value):\n"
+        "    if isinstance(value, torch.Tensor):\n"
+        "        value = value.detach().cpu()\n"
+        "        return [value.float().numpy() if value.dtype == torch.bfloat16 else value.resolve_conj().resolve_neg().numpy()]\n"
+        "    if isinstance(value, (list, tuple)):\n"
+        "        return [y for item in value for y in _flatten(item)]\n"
+        "    return [np.asarray(value)]\n"
+        "outputs = _flatten(result)\n"
     )
-    return _exported_program(built), list(built.inputs), code
+    if eager is None:
+        return _exported_program(built), list(built.inputs), _TORCH_LOAD + "model = program.module()\n" + run
+    load = _TORCH_LOAD.replace("program = torch.export.load(io.BytesIO(ARTIFACT))", _EAGER_LOAD)
+    if device != "cpu":
+        run = "model = model.to(" + repr(device) + ")\n" + run
+    return eager, list(built.inputs), load + run
+
+
+_EAGER_LOAD = """\
+spec = torch.load(io.BytesIO(ARTIFACT), weights_only=False)  # the operator, its constants, input slots
+
+
+def _fill(template, inputs):
+    if isinstance(template, dict) and set(template) == {"__opera_input__"}:
+        return inputs[template["__opera_input__"]]
+    if isinstance(template, list):
+        return [_fill(t, inputs) for t in template]
+    if isinstance(template, tuple):
+        return tuple([_fill(t, inputs) for t in template])
+    return template
+
+
+def _resolve(name):
+    obj = __import__(name.split(".")[0])
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+FUNCTION = _resolve(spec["target"]["__opera_api__"]) if isinstance(spec["target"], dict) else None
+
+
+class Call(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.op = spec["target"] if isinstance(spec["target"], torch.nn.Module) else None
+
+    def forward(self, *inputs):
+        op = self.op if self.op is not None else FUNCTION
+        return op(*_fill(spec["args"], inputs), **{k: _fill(v, inputs) for k, v in spec["kwargs"].items()})
+
+
+model = Call()"""
+
+
+def _resolve_dotted(name: str) -> Any:
+    import importlib
+
+    parts = name.split(".")
+    try:
+        obj: Any = importlib.import_module(parts[0])
+        for part in parts[1:]:
+            obj = getattr(obj, part)
+    except Exception:
+        return None
+    return obj
+
+
+def _eager_call(built: SingleOpModel) -> bytes | None:
+    """The template's call (operator, constants, input slots) pickled with torch.save, or None
+    when it would need Opera's own classes to load."""
+    import io
+
+    import torch
+
+    model = built.model
+    if not all(hasattr(model, a) for a in ("_function", "_args_template", "_kwargs_template")):
+        return None
+    call_target: Any = model._function if model._function is not None else getattr(model, "op", None)
+    if model._function is not None:  # torch functions pickle badly ("boolean_dispatch.<locals>.fn"): by name
+        api = str(getattr(model, "api", ""))
+        if _resolve_dotted(api) is not model._function:
+            return None
+        call_target = {"__opera_api__": api}
+
+    def unslot(value: Any) -> Any:
+        if type(value).__name__ == "_Slot":
+            return {"__opera_input__": value.index}
+        if isinstance(value, list):
+            return [unslot(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(unslot(v) for v in value)
+        return value
+
+    spec = {
+        "target": call_target,
+        "args": unslot(model._args_template),
+        "kwargs": {k: unslot(v) for k, v in model._kwargs_template.items()},
+    }
+    buffer = io.BytesIO()
+    try:
+        torch.save(spec, buffer)
+    except Exception:
+        return None
+    data = buffer.getvalue()
+    if b"opera." in data or b"templates." in data:  # loading would import Opera's own modules
+        return None
+    return data
 
 
 def _tvm_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
