@@ -122,7 +122,11 @@ def test_three_nights_new_fixed_still_failing_and_exit_codes(tmp_path, monkeypat
         ChangeKind.NEWLY_UNSUPPORTED: ["e"],
         ChangeKind.NOW_SUPPORTED: ["f"],
     }
-    assert "new failure: onnx::Relu" in text and "inconsistent" in text
+    assert (
+        "new failure: 1 test(s) of onnx::Relu: pass -> inconsistent (inconsistent:test-drift:onnx::Relu)"
+        in text
+    )
+    assert "fixed: 1 test(s) of onnx::Relu: inconsistent (inconsistent:test-drift:onnx::Relu) -> pass" in text
     assert "versions changed since run 1: test-drift 1 -> 2" in text
     assert "newly unsupported operators: onnx::Sigmoid" in text
     assert "now supported operators: onnx::Tanh" in text

@@ -25,7 +25,16 @@ from typing import Any
 
 from opera.outcomes import FAILURE_OUTCOMES, Outcome, Stage, TestResult
 
-__all__ = ["Change", "ChangeKind", "TargetComparison", "Verdict", "compare_results", "version_changes"]
+__all__ = [
+    "Change",
+    "ChangeGroup",
+    "ChangeKind",
+    "TargetComparison",
+    "Verdict",
+    "compare_results",
+    "group_changes",
+    "version_changes",
+]
 
 
 class ChangeKind(StrEnum):
@@ -90,6 +99,47 @@ class TargetComparison:
     def operators(self, kind: ChangeKind) -> dict[str, int]:
         """api -> number of tests with this kind of change (newly unsupported / now supported operators)."""
         return dict(sorted(Counter(c.api for c in self.of(kind)).items()))
+
+
+@dataclass
+class ChangeGroup:
+    """Changes of one kind on one target with the same verdicts before and after (one bug
+    signature, usually): what a person reads; the per-test list is in the JUnit file."""
+
+    kind: ChangeKind
+    target: str
+    before: str  # Verdict.describe(), or "not run"
+    after: str
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def apis(self) -> list[str]:
+        return list(dict.fromkeys(c.api for c in self.changes))
+
+    @property
+    def reproducer(self) -> str | None:
+        for c in self.changes:
+            for verdict in (c.after, c.before):
+                if verdict is not None and verdict.reproducer:
+                    return verdict.reproducer
+        return None
+
+    @property
+    def version_changes(self) -> tuple[str, ...]:
+        return self.changes[0].version_changes if self.changes else ()
+
+
+def group_changes(changes: Iterable[Change]) -> list[ChangeGroup]:
+    """Group by (kind, target, verdict before, verdict after); largest groups first."""
+    groups: dict[tuple[ChangeKind, str, str, str], ChangeGroup] = {}
+    for c in changes:
+        before = c.before.describe() if c.before else "not run"
+        key = (c.kind, c.target, before, c.after.describe())
+        groups.setdefault(key, ChangeGroup(c.kind, c.target, before, c.after.describe())).changes.append(c)
+    order = list(ChangeKind)
+    return sorted(
+        groups.values(), key=lambda g: (order.index(g.kind), g.target, -len(g.changes), g.before, g.after)
+    )
 
 
 def version_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from opera.nightly.compare import Change, ChangeKind
+from opera.nightly.compare import Change, ChangeKind, group_changes
 from opera.nightly.heatmap import plot_outcome_heatmap
 from opera.outcomes import Outcome
 from opera.report.plots import plot_bugs_over_time
@@ -130,27 +130,34 @@ def _versions_table(outcome: NightlyOutcome) -> str:
     return f'<table id="versions">{head}{"".join(rows)}</table>'
 
 
-def _change_table(table_id: str, changes: list[Change], base: Path) -> str:
+def _change_table(table_id: str, changes: list[Change], base: Path, first_night: bool = False) -> str:
+    """One row per group of changes with the same verdicts (one bug signature, usually)."""
     if not changes:
         return f'<p id="{table_id}" class="muted">none</p>'
     head = (
-        "<tr><th>target</th><th>operator</th><th>instance</th><th>before</th><th>now</th>"
-        "<th>stage</th><th>reproducer</th><th>tied to version change</th></tr>"
+        "<tr><th>target</th><th>tests</th><th>operators</th><th>before</th><th>now</th>"
+        "<th>example instance</th><th>reproducer</th><th>tied to version change</th></tr>"
     )
     rows = []
-    for c in changes[:_ROW_LIMIT]:
-        repro = c.after.reproducer or (c.before.reproducer if c.before else None)
+    groups = group_changes(changes)
+    for g in groups[:_ROW_LIMIT]:
+        apis = g.apis
+        shown = ", ".join(apis[:6]) + (f" and {len(apis) - 6} more" if len(apis) > 6 else "")
+        example = g.changes[0].instance_id
+        if g.changes[0].before is None:
+            tied = "n/a (first night)" if first_night else "n/a (not run last time)"
+        else:
+            tied = "; ".join(g.version_changes) or "no version change"
         rows.append(
             "<tr>"
-            f"<td>{_e(c.target)}</td><td><code>{_e(c.api)}</code></td>"
-            f'<td><code title="{_e(c.instance_id)}">{_e(c.instance_id[:12])}</code></td>'
-            f"<td>{_e(c.before.describe() if c.before else 'not run')}</td><td>{_e(c.after.describe())}</td>"
-            f"<td>{_e(c.after.stage.value)}</td><td>{_link(repro, base)}</td>"
-            f"<td>{_e('; '.join(c.version_changes) or 'no version change')}</td>"
+            f"<td>{_e(g.target)}</td><td class=n>{len(g.changes)}</td><td><code>{_e(shown)}</code></td>"
+            f"<td>{_e(g.before)}</td><td>{_e(g.after)}</td>"
+            f'<td><code title="{_e(example)}">{_e(example[:12])}</code></td>'
+            f"<td>{_link(g.reproducer, base)}</td><td>{_e(tied)}</td>"
             "</tr>"
         )
-    more = len(changes) - _ROW_LIMIT
-    tail = f'<p class="muted">{more} more in the JUnit file</p>' if more > 0 else ""
+    more = len(groups) - _ROW_LIMIT
+    tail = f'<p class="muted">{more} more groups; every test is in the JUnit file</p>' if more > 0 else ""
     return f'<table id="{table_id}">{head}{"".join(rows)}</table>{tail}'
 
 
@@ -220,7 +227,7 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
         "<h2>Versions</h2>",
         _versions_table(outcome),
         "<h2>New failures</h2>",
-        _change_table("new-failures", new, base),
+        _change_table("new-failures", new, base, first_night=bool(first)),
         "<h2>Changed symptom</h2>",
         _change_table("changed-symptom", outcome.changes(ChangeKind.CHANGED_SYMPTOM), base),
         "<h2>Fixed</h2>",

@@ -27,7 +27,7 @@ from opera.corpus import CorpusReader
 from opera.errors import OperaError
 from opera.executors import Executor, WorkerSettings
 from opera.nightly.budget import BudgetClock, check_budget, run_order
-from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results
+from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results, group_changes
 from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
 from opera.store import RUN_INTERRUPTED, RankedResult, ResultStore, RunRecord
 
@@ -36,6 +36,7 @@ __all__ = ["NightlyConfig", "NightlyOutcome", "TargetNight", "default_targets", 
 EXIT_OK = 0
 EXIT_NEW_FAILURES = 1
 EXIT_INTERRUPTED = 130
+_TEXT_GROUPS = 25  # change groups printed per target; the HTML and JUnit files have all
 
 
 @dataclass
@@ -332,15 +333,18 @@ def render_text(outcome: NightlyOutcome) -> str:
             lines.append(
                 f"{night.target}: versions changed since run {cmp.previous_run_id}: {'; '.join(cmp.version_changes)}"
             )
-        for kind in (ChangeKind.NEW_FAILURE, ChangeKind.FIXED, ChangeKind.CHANGED_SYMPTOM):
-            for change in cmp.of(kind)[:20]:
-                before = change.before.describe() if change.before else "not run"
-                lines.append(
-                    f"  {kind.value}: {change.api} [{change.instance_id[:12]}] {before} -> {change.after.describe()}"
-                )
-            more = len(cmp.of(kind)) - 20
-            if more > 0:
-                lines.append(f"  ... {more} more {kind.value} (see the HTML report)")
+        groups = group_changes(
+            c
+            for c in cmp.changes
+            if c.kind in (ChangeKind.NEW_FAILURE, ChangeKind.FIXED, ChangeKind.CHANGED_SYMPTOM)
+        )
+        for group in groups[:_TEXT_GROUPS]:
+            lines.append(
+                f"  {group.kind.value}: {len(group.changes)} test(s) of {', '.join(group.apis[:3])}"
+                f"{' ...' if len(group.apis) > 3 else ''}: {group.before} -> {group.after}"
+            )
+        if len(groups) > _TEXT_GROUPS:
+            lines.append(f"  ... {len(groups) - _TEXT_GROUPS} more groups (see the HTML report)")
         for kind in (ChangeKind.NEWLY_UNSUPPORTED, ChangeKind.NOW_SUPPORTED):
             ops = cmp.operators(kind)
             if ops:
