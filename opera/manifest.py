@@ -7,6 +7,7 @@ version), so the manifest cannot drift from the data: `opera manifest harvested/
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,10 @@ def _file_entry(path: Path) -> dict[str, Any]:
             per_source_valid[inst.source.suite] = per_source_valid.get(inst.source.suite, 0) + 1
     header = reader.stats.header
     summary = stats.to_json()
-    return {
+    entry = {
         "library": header.get("library") or next(iter(stats.libraries), None),
-        "library_version": header.get("library_version") or stats.library_versions.get(header.get("library", ""), ""),
+        "library_version": header.get("library_version")
+        or stats.library_versions.get(header.get("library", ""), ""),
         "command": header.get("command", ""),
         "harvested_with": header.get("opera_version", ""),
         "instances": stats.instances,
@@ -42,8 +44,14 @@ def _file_entry(path: Path) -> dict[str, Any]:
         "distinct_valid_apis": sum(summary["distinct_valid_apis"].values()),
         "instances_per_source": dict(stats.sources),
         "valid_instances_per_source": per_source_valid,
-        "valid_instances_per_api": {api: n for apis in summary["valid_instances_per_api"].values() for api, n in apis.items()},
+        "valid_instances_per_api": {
+            api: n for apis in summary["valid_instances_per_api"].values() for api, n in apis.items()
+        },
     }
+    if "generation" in header:  # a generated corpus: the generator's own figures (opera generate)
+        entry["generator"] = header.get("generator", "")
+        entry["generation"] = header["generation"]
+    return entry
 
 
 def build_manifest(directory: str | Path) -> dict[str, Any]:
@@ -58,10 +66,18 @@ def build_manifest(directory: str | Path) -> dict[str, Any]:
         "totals": {
             "instances": sum(e["instances"] for e in entries.values()),
             "valid": sum(e["valid"] for e in entries.values()),
-            "distinct_valid_apis": {e["library"]: e["distinct_valid_apis"] for e in entries.values()},
+            "distinct_valid_apis": _distinct_valid_apis(entries.values()),
         },
         "files": entries,
     }
+
+
+def _distinct_valid_apis(entries: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """library -> distinct valid APIs over every file of that library (harvested and generated)."""
+    apis: dict[str, set[str]] = {}
+    for e in entries:
+        apis.setdefault(e["library"], set()).update(e["valid_instances_per_api"])
+    return {lib: len(names) for lib, names in sorted(apis.items())}
 
 
 def write_manifest(directory: str | Path) -> Path:

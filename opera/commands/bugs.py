@@ -16,6 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
     parser.add_argument("--run", type=int, help="only signatures seen in this run (counts are that run's)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--by-source",
+        action="store_true",
+        help="outcomes and unique signatures per source (human-written vs generated instances) instead",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     with ResultStore(args.store) as store:
         if args.run is not None:
             store.get_run(args.run)  # a clear error for an unknown run
+        if args.by_source:
+            return _by_source(store, args)
         bugs = store.bugs(args.run)
     if args.json:
         print(json.dumps([{**b.__dict__, "outcome": b.outcome.value} for b in bugs], indent=2))
@@ -38,4 +45,12 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"       reproducer: {b.reproducer or '-'}")
     print(f"{len(bugs)} signature(s)")
+    return 0
+
+
+def _by_source(store: ResultStore, args: argparse.Namespace) -> int:
+    from opera.by_source import breakdown_by_source
+
+    breakdown = breakdown_by_source(store.results(args.run))
+    print(json.dumps(breakdown.to_json(), indent=2) if args.json else breakdown.render())
     return 0

@@ -219,9 +219,12 @@ def generate(
         bar.close()
         for gate in gates.values():
             gate.close()
+    libraries = sorted({i.library for i in instances})
+    versions = sorted({i.library_version for i in instances})
     head = {
         **(header or {}),
-        "library": options.libraries[0] if len(options.libraries) == 1 else None,
+        "library": libraries[0] if len(libraries) == 1 else None,
+        "library_version": versions[0] if len(versions) == 1 else None,
         "generator": GENERATOR,
         "seed": options.seed,
         "generation": summary.to_json(),
