@@ -197,6 +197,9 @@ class LocalExecutor:
                     self._drain(slot)
             self._watch()
             if self._finished or time.monotonic() >= end:
+                # Hand the freed workers their next queued test before returning: they run it
+                # while the caller stores these results (one worker otherwise idles per commit).
+                self._dispatch()
                 out, self._finished = self._finished, []
                 return out
 
