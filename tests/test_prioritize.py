@@ -124,11 +124,16 @@ def ids(*instances: OperatorInstance) -> list[str]:
 
 def test_new_partition_before_repeated_one() -> None:
     a, b, c = onnx("LeakyRelu", alpha=5), onnx("LeakyRelu", alpha=7), onnx("LeakyRelu", alpha=-1)
-    # b repeats a's partition [2, inf); c is new, so it goes before b although it comes later
-    assert prioritize([a, b, c], "opera").ids == ids(a, c, b)
-    assert prioritize([a, b, c], "param-only").ids == ids(a, c, b)
-    # without diversity the corpus order stays
-    assert prioritize([a, b, c], "op-only").ids == ids(a, b, c)
+    # b repeats a's partition [2, inf); c is new, so it goes before b although it comes later.
+    # a and c tie on diversity (1.0): the rarer setting goes first (c's partition is unique, a's is
+    # shared with b), so c leads.
+    assert prioritize([a, b, c], "opera").ids == ids(c, a, b)
+    assert prioritize([a, b, c], "param-only").ids == ids(c, a, b)
+    # equal rarity: corpus order
+    d = onnx("LeakyRelu", alpha=0)
+    assert prioritize([a, c, d], "opera").ids == ids(a, c, d)
+    # without diversity only the rarity tie-break orders the operator's tests
+    assert prioritize([a, b, c], "op-only").ids == ids(c, a, b)
 
 
 def test_pairs_count_toward_diversity() -> None:
@@ -210,6 +215,15 @@ def _naive_opera(instances: list[OperatorInstance], equipped: list[OperatorInsta
         op = corpus.interner.ops.get(operator_key(inst))
         if op is not None:
             covered |= set(corpus.interner.elements(op, inst))
+    freq: Counter[tuple[int, int]] = Counter()  # (operator, element) -> instances holding it
+    for i, el in enumerate(corpus.elements):
+        for e in el:
+            freq[(corpus.op_of[i], e)] += 1
+
+    def rarity(i: int) -> float:
+        el = corpus.elements[i]
+        return sum(1.0 / freq[(corpus.op_of[i], e)] for e in el) / len(el)
+
     picks = Counter[int]()
     remaining = list(range(len(corpus.ids)))
     order = []
@@ -219,7 +233,7 @@ def _naive_opera(instances: list[OperatorInstance], equipped: list[OperatorInsta
             el = corpus.elements[i]
             div = sum(1 for e in el if e not in covered) / len(el)
             op = corpus.op_of[i]
-            return (-(scores[ops[op]] * div), picks[op], -scores[ops[op]], op, i)
+            return (-(scores[ops[op]] * div), picks[op], -scores[ops[op]], op, -div, -rarity(i), i)
 
         best = min(remaining, key=key)
         remaining.remove(best)
