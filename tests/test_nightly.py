@@ -341,3 +341,32 @@ def test_a_failure_the_previous_run_never_reached_is_new_only_for_an_unknown_sig
     assert [c.instance_id for c in cmp.of(ChangeKind.STILL_FAILING)] == ["x", "y"]
     assert [c.instance_id for c in cmp.of(ChangeKind.NEW_FAILURE)] == ["z"]
     assert cmp.compared == 1 and cmp.only_tonight == 2 and cmp.version_changes == []
+
+
+def test_junit_and_html_survive_control_characters_in_compiler_messages(tmp_path) -> None:
+    import xmlschema
+
+    from opera.nightly import NightlyOutcome, TargetNight
+    from opera.nightly.html import write_html
+    from opera.nightly.junit import write_junit
+    from opera.store import RankedResult, RunRecord
+
+    result = TestResult(
+        "0123456789abcdef0123",
+        "onnx::Relu",
+        "t",
+        Outcome.CRASH,
+        Stage.CONVERT,
+        signature="crash:t:x.py:f:RuntimeError",
+        message="\x1b[31mfailed\x1b[0m at \x00 <b>&amp;</b>",
+    )
+    record = RunRecord(1, {"nightly": 1}, "0.1.0", {"t": {"compiler": "1.0"}}, [], 0.0, 1.0, "complete")
+    night = TargetNight(
+        "t", record, [RankedResult(0, 0.5, result)], compare_results("t", 1, [result]), 10.0, 1, 0, 0.1
+    )
+    outcome = NightlyOutcome(1, "s.db", tmp_path, 0.0, 1.0, 10.0, [night], [])
+    junit = write_junit(outcome, tmp_path / "junit.xml")
+    xmlschema.XMLSchema(DATA / "junit-10.xsd").validate(str(junit))
+    assert "failed" in junit.read_text() and "\x1b" not in junit.read_text()
+    page = write_html(outcome, tmp_path / "report.html").read_text()
+    assert "<b>&amp;</b>" not in page and "first night" in page and 'src="data:image/png;base64,' in page

@@ -95,7 +95,14 @@ def run(args: argparse.Namespace) -> int:
         unsupported_config=args.unsupported_config,
         reproducers=not args.no_reproducers,
     )
-    outcome = run_nightly(config, show_progress=not args.quiet)
+    try:
+        outcome = run_nightly(config, show_progress=not args.quiet)
+    except KeyboardInterrupt:  # during prioritization or the reports: a run in progress is resumable
+        print(
+            "opera nightly: interrupted (see `opera run --resume` for a run that had started)",
+            file=sys.stderr,
+        )
+        return 130
     print(render_text(outcome))
     sys.stdout.flush()
     return outcome.exit_code

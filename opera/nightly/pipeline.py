@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from opera.corpus import CorpusReader
 from opera.errors import OperaError
 from opera.executors import Executor, WorkerSettings
+from opera.model import OperatorInstance
 from opera.nightly.budget import BudgetClock, check_budget, run_order
 from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results, group_changes
 from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
@@ -122,40 +123,58 @@ def _resolve(names: list[str]) -> dict[str, str]:
     return libraries
 
 
-def _corpus_by_library(paths: list[str]) -> dict[str, list[str]]:
+def _read_corpus(paths: list[str]) -> tuple[dict[str, list[str]], dict[str, list[OperatorInstance]]]:
+    """Each file read once: library -> the files holding its instances, and those instances."""
     if not paths:
         raise OperaError("no corpus file given (the shipped corpus is harvested/*.jsonl.gz)")
-    out: dict[str, list[str]] = {}
+    files: dict[str, list[str]] = {}
+    instances: dict[str, list[OperatorInstance]] = {}
     for path in paths:
-        first = next(iter(CorpusReader([path])), None)
-        if first is not None:
-            out.setdefault(first.library, []).append(path)
-    return out
+        for inst in CorpusReader([path]):
+            bucket = instances.setdefault(inst.library, [])
+            if not bucket or path not in files[inst.library]:
+                files.setdefault(inst.library, []).append(path)
+            bucket.append(inst)
+    return files, instances
 
 
 def _order(
-    config: NightlyConfig, target: str, files: list[str], previous: ResultStore | None, prev: RunRecord | None
+    config: NightlyConfig,
+    target: str,
+    library: str,
+    instances: list[OperatorInstance],
+    store: ResultStore,
+    prev: RunRecord | None,
 ) -> tuple[list[str], dict[str, Any], int, float]:
-    from opera.prioritize import prioritize_files
+    """The previous nightly's failing tests of the target (in their old order), then the rest in
+    the strategy's order. The corpus is read once per library, not once per target."""
+    from opera.prioritize import PrioritizeContext, get_strategy, load_equipped, prioritize
 
-    ordering, header = prioritize_files(
-        files,
-        target=target,
-        strategy=config.strategy,
-        equipped=config.equipped.get(target, []),
-        seed=config.seed,
-    )
+    ctx = PrioritizeContext(target=target, library=library, seed=config.seed)
+    get_strategy(config.strategy).check(ctx)
+    equipped = config.equipped.get(target, [])
+    ctx.equipped = load_equipped(equipped, library, target)
+    ordering = prioritize(instances, config.strategy, ctx)
     replay: list[str] = []
-    if previous is not None and prev is not None:
-        failing = {
-            r.result.instance_id for r in previous.results_in_plan_order(prev.id) if r.result.is_failure
-        }
+    if prev is not None:
+        failing = {r.instance_id for r in store.results(prev.id) if r.is_failure}
         in_corpus = set(ordering.ids)
-        replay = [i for i in dict.fromkeys(r.instance_id for r in previous.planned(prev.id)) if i in failing]
-        replay = [i for i in replay if i in in_corpus]
+        replay = [
+            i
+            for i in dict.fromkeys(p.instance_id for p in store.planned(prev.id))
+            if i in failing and i in in_corpus
+        ]
     first = set(replay)
     ids = replay + [i for i in ordering.ids if i not in first]
-    header = {**header, "nightly_replayed_failures": len(replay)}
+    header: dict[str, Any] = {
+        "strategy": config.strategy,
+        "target": target,
+        "equipped": equipped or "none",
+        "seed": config.seed,
+        "nightly_replayed_failures": len(replay),
+        "instances": len(ids),
+        "prioritization_seconds": round(ordering.seconds, 3),
+    }
     return ids, header, len(replay), ordering.seconds
 
 
@@ -174,7 +193,7 @@ def run_nightly(
     clock = BudgetClock(config.budget_s)
     libraries = _resolve(config.targets)
     check_budget(config.budget_s, list(libraries))
-    corpus = _corpus_by_library(config.corpus)
+    corpus, loaded = _read_corpus(config.corpus)
     notes: list[str] = []
     for target, library in list(libraries.items()):
         if library not in corpus:
@@ -186,6 +205,8 @@ def run_nightly(
             "which none of the targets consumes"
         )
     store, store_notes = open_store(config.store)
+    for note in store_notes + notes:
+        print(note, file=log)
     notes = store_notes + notes
     with store:
         number = next_nightly_number(store)
@@ -195,17 +216,17 @@ def run_nightly(
         (out_dir / "orders").mkdir(parents=True, exist_ok=True)
         orders: dict[str, tuple[Path, int, int, float]] = {}
         previous: dict[str, RunRecord | None] = {}
-        for target in libraries:
+        for target, library in libraries.items():
             previous[target] = previous_nightly_run(store, target, number)
             ids, header, replayed, seconds = _order(
-                config, target, corpus[libraries[target]], store, previous[target]
+                config, target, library, loaded[library], store, previous[target]
             )
+            header["corpus"] = corpus[library]
             path = out_dir / "orders" / f"{target}.order"
             write_order(path, ids, header)
             orders[target] = (path, len(ids), replayed, seconds)
+        del loaded  # each run reads its own corpus files again
         check_budget(config.budget_s, list(libraries), spent_s=config.budget_s - clock.remaining())
-    for note in notes:
-        print(note, file=log)
     first = [t for t, p in previous.items() if p is None]
     if first:
         print(
