@@ -108,6 +108,7 @@ def test_three_nights_new_fixed_still_failing_and_exit_codes(tmp_path, monkeypat
     code, text, out1 = _night(tmp_path, monkeypatch, 1, capsys)
     assert code == 1, text
     assert "first nightly run for test-drift" in text and "every failure counts as new" in text
+    assert "5 new failure(s): 0 in tests that ran without failing last time, 5 in tests not run" in text
     assert _changes(store, None, 1)[ChangeKind.NEW_FAILURE] == ["b", "c", "d", "g", "h"]
 
     # night 2: the "compiler" changed from version 1 to 2
@@ -128,6 +129,7 @@ def test_three_nights_new_fixed_still_failing_and_exit_codes(tmp_path, monkeypat
     )
     assert "fixed: 1 test(s) of onnx::Relu: inconsistent (inconsistent:test-drift:onnx::Relu) -> pass" in text
     assert "versions changed since run 1: test-drift 1 -> 2" in text
+    assert "1 new failure(s): 1 in tests that ran without failing last time, 0 in tests not run" in text
     assert "newly unsupported operators: onnx::Sigmoid" in text
     assert "now supported operators: onnx::Tanh" in text
     assert text.rstrip().endswith(str(out2 / "report.html"))
@@ -341,6 +343,13 @@ def test_a_failure_the_previous_run_never_reached_is_new_only_for_an_unknown_sig
     assert [c.instance_id for c in cmp.of(ChangeKind.STILL_FAILING)] == ["x", "y"]
     assert [c.instance_id for c in cmp.of(ChangeKind.NEW_FAILURE)] == ["z"]
     assert cmp.compared == 1 and cmp.only_tonight == 2 and cmp.version_changes == []
+    assert cmp.regressions == []  # z was not run last time: a newly found bug, not a regression
+    # a signature an earlier run of the store already found is a known bug, not news
+    cmp = compare_results("t", 2, now, previous_run_id=1, previous=previous, known_signatures={"sig-2"})
+    assert cmp.of(ChangeKind.NEW_FAILURE) == []
+    # ... but a first night has nothing to compare with: every failure is new
+    cmp = compare_results("t", 2, now, known_signatures={"sig-1", "sig-2"})
+    assert len(cmp.of(ChangeKind.NEW_FAILURE)) == 3
 
 
 def test_junit_and_html_survive_control_characters_in_compiler_messages(tmp_path) -> None:

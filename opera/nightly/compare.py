@@ -9,9 +9,10 @@ Per test (instance x target), over the tests both runs executed:
 - **newly unsupported** / **now supported**: the frontend started / stopped refusing the operator.
 
 A failing test the previous run did not execute (a new corpus instance, or one its budget did not
-reach) is *still failing* when its bug signature was already seen in the previous run, and a *new
-failure* otherwise: a longer reach tonight must not turn the job red for a known bug. On a first
-night every failure is new. Each change carries the target's compiler/library version changes
+reach) is *still failing* when its bug signature was already known (seen in the previous run, or
+in any earlier run of the store: ``known_signatures``), and a *new failure* otherwise: a longer
+reach tonight must not turn the job red for a known bug, but a bug found for the first time is
+news. On a first night every failure is new. Each change carries the target's compiler/library version changes
 between the two runs, so a verdict change can be tied to an upgrade.
 """
 
@@ -96,6 +97,11 @@ class TargetComparison:
     def of(self, kind: ChangeKind) -> list[Change]:
         return [c for c in self.changes if c.kind is kind]
 
+    @property
+    def regressions(self) -> list[Change]:
+        """New failures of tests the previous run executed (and that did not fail then)."""
+        return [c for c in self.of(ChangeKind.NEW_FAILURE) if c.before is not None]
+
     def operators(self, kind: ChangeKind) -> dict[str, int]:
         """api -> number of tests with this kind of change (newly unsupported / now supported operators)."""
         return dict(sorted(Counter(c.api for c in self.of(kind)).items()))
@@ -163,6 +169,7 @@ def compare_results(
     previous: Iterable[TestResult] = (),
     versions: Mapping[str, Any] | None = None,
     previous_versions: Mapping[str, Any] | None = None,
+    known_signatures: Iterable[str] = (),
 ) -> TargetComparison:
     """Compare one target's results of tonight with those of its previous nightly run."""
     now = {r.instance_id: r for r in results if r.target == target}
@@ -173,6 +180,8 @@ def compare_results(
     tied = tuple(changed_versions)
     cmp = TargetComparison(target, run_id, previous_run_id, changed_versions)
     known = {r.signature for r in before.values() if r.is_failure and r.signature}
+    if previous_run_id is not None:
+        known.update(known_signatures)
     for iid, result in now.items():
         after = Verdict.of(result)
         prev = before.get(iid)

@@ -190,7 +190,12 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
     if outcome.interrupted:
         verdict = '<p class="verdict bad">Interrupted: the comparison covers the targets that ran.</p>'
     elif new:
-        verdict = f'<p class="verdict bad">{len(new)} new failure(s) since the previous nightly run.</p>'
+        regressions = sum(len(n.comparison.regressions) for n in outcome.nights)
+        verdict = (
+            f'<p class="verdict bad">{len(new)} new failure(s) since the previous nightly run: '
+            f"{regressions} in tests that ran without failing last time, {len(new) - regressions} in tests "
+            "not run last time.</p>"
+        )
     else:
         verdict = '<p class="verdict good">No new failures since the previous nightly run.</p>'
     first = outcome.first_night_targets

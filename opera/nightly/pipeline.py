@@ -271,7 +271,8 @@ def run_nightly(
     with ResultStore(config.store) as store:
         # A result keeps its own script only when it was the signature's smallest instance so far;
         # the others point at their bug's (smallest) reproducer.
-        reproducers = {b.signature: b.reproducer for b in store.bugs() if b.reproducer}
+        bugs = store.bugs()
+        reproducers = {b.signature: b.reproducer for b in bugs if b.reproducer}
         for target in sequence:
             if target not in runs:
                 continue
@@ -291,6 +292,7 @@ def run_nightly(
                 previous=store.results(prev.id) if prev else (),
                 versions=_versions(record, target),
                 previous_versions=_versions(prev, target) if prev else None,
+                known_signatures={b.signature for b in bugs if b.first_run < run_id},
             )
             _, planned, replayed, seconds = orders[target]
             nights.append(TargetNight(target, record, results, comparison, share, planned, replayed, seconds))
@@ -380,7 +382,11 @@ def render_text(outcome: NightlyOutcome) -> str:
     if outcome.interrupted:
         lines.append("interrupted")
     elif new:
-        lines.append(f"{new} new failure(s)")
+        regressions = sum(len(n.comparison.regressions) for n in outcome.nights)
+        lines.append(
+            f"{new} new failure(s): {regressions} in tests that ran without failing last time, "
+            f"{new - regressions} in tests not run last time (first night, new instances, or a longer reach)"
+        )
     else:
         lines.append("no new failures")
     if outcome.junit:
