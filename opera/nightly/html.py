@@ -34,6 +34,7 @@ body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; max-width
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
+td { overflow-wrap: anywhere; max-width: 36em; }
 th { background: #f2f2f2; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .verdict { padding: 0.6em 1em; border-radius: 4px; font-weight: 600; }
 .bad { background: #fde2e1; border: 1px solid #e0a09c; } .good { background: #e3f4e1; border: 1px solid #9fcf98; }
