@@ -54,6 +54,9 @@ class Target:
     # Package path fragments of the compiler's frontend code, e.g. ("tvm/relax/frontend/onnx",): the
     # crash signature is the innermost traceback frame inside one of them (DESIGN.md section 7).
     frontend_paths: tuple[str, ...] = ()
+    # Stages whose Python code is the frontend, for the coverage baselines: torch.compile is lazy,
+    # so Inductor's frontend work (Dynamo tracing, lowering) happens in ``compile``.
+    coverage_stages: tuple[str, ...] = ("convert",)
     test_only: bool = False  # fault-injecting / deliberately wrong targets used by Opera's own tests
 
     def availability(self) -> str | None:

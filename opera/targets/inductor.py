@@ -35,6 +35,7 @@ class InductorTarget(Target):
     library = "torch"
     compiler = "inductor"
     frontend_paths = ("torch/_dynamo", "torch/_inductor", "torch/_functorch", "torch/_subclasses")
+    coverage_stages = ("convert", "compile")
     device = "cpu"
 
     def availability(self) -> str | None:

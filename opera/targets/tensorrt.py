@@ -141,7 +141,7 @@ class _TrtTarget(Target):
         import torch
 
         engine, context = compiled.engine, compiled.context
-        feed = dict(zip(compiled.prepared.runtime_names, compiled.prepared.select(inputs)))
+        feed = dict(zip(compiled.prepared.runtime_names, compiled.prepared.select(inputs), strict=True))
         keep_alive: list[Any] = []
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         for name in names:
