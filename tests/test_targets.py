@@ -144,3 +144,34 @@ def test_known_unsupported_instance_is_unsupported(target: str, state: WorkerSta
     assert result.outcome is Outcome.UNSUPPORTED, (api, inst.id, result.outcome, result.message)
     assert result.signature is None  # not a bug: no signature, no reproducer
     assert fragment in (result.message or ""), result.message
+
+
+# Instances the measured run reported as failures that were our harness's doing, not the
+# frontend's; each was fixed in the target or the ONNX preparation and must stay a pass.
+FORMER_FALSE_ALARMS: list[tuple[str, str, str]] = [
+    # (target, library, source test of the instance in the shipped corpus)
+    # bf16 input fed to a model whose parameter OpenVINO typed f32 ("Failed to set tensor")
+    ("ov-keras", "keras", "keras/src/ops/numpy_test.py::NumpyDtypeTest::test_log_bfloat16"),
+    # OpenVINO's TensorFlow frontend adds a dangling internal tensor as a second result
+    (
+        "ov-keras",
+        "keras",
+        "keras/src/ops/numpy_test.py::NumpyDtypeTest::test_linspace_"
+        "[array([0, 1], dtype=int32), array([10, 20], dtype=int32)]_0_float16",
+    ),
+    # tvm_ffi.Shape is a tuple subclass: it was flattened into one scalar per dimension
+    ("tvm-onnx", "onnx", "test_shape_start_negative_1"),
+    # a sequence-typed graph input (np.asarray of a ragged list failed before the frontend ran)
+    ("tvm-onnx", "onnx", "test_sequence_insert_at_back"),
+    # OpenVINO returns INT4 packed two per byte: 25 values compared as 13 bytes
+    ("ov-onnx", "onnx", "test_cast_FLOAT_to_INT4"),
+]
+
+
+@pytest.mark.parametrize(("target", "library", "test"), FORMER_FALSE_ALARMS)
+def test_former_false_alarms_pass(target: str, library: str, test: str, state: WorkerState) -> None:
+    _available(state, target)
+    inst = next((i for i in CorpusReader([HARVESTED / f"{library}.jsonl.gz"]) if i.source.test == test), None)
+    assert inst is not None, f"{test} is not in harvested/{library}.jsonl.gz"
+    result = _run(state, inst, target)
+    assert result.outcome is Outcome.PASS, (test, result.outcome, result.stage, (result.message or "")[-600:])
