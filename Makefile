@@ -29,19 +29,16 @@ lint: setup
 	$(VENV)/bin/ruff check opera instrumentation templates tests benchmarks
 	$(VENV)/bin/mypy opera instrumentation templates
 
-# Main job on the embedded defaults: the shipped corpus (harvested/), the local worker pool, SQLite.
-# A prioritized slice of each library through every installed CPU target (a few minutes on 2
-# cores), then the unique bug signatures with their reproducers. `opera run --resume RUN` finishes
-# an interrupted run.
+# Main job on the embedded defaults: the nightly pipeline on the shipped corpus (harvested/), the
+# local worker pool and SQLite: every installed CPU target, prioritized, within DEMO_BUDGET (split
+# across targets), compared with the previous night in the same store; JUnit XML + HTML report.
+# Its last line is the path of the HTML report (opera-demo/opera.db.d/nightly/N/report.html).
+# Exit 1 means "new failures" (on a first night, every failure is new): the demo reports it and
+# goes on; exit 2 (bad input) stops make. Run it again for a second night to see fixed/still-failing.
 DEMO := opera-demo
-DEMO_LIMIT ?= 100
+DEMO_BUDGET ?= 8m
 demo: setup
-	mkdir -p $(DEMO)
 	$(OPERA) targets
-	$(OPERA) prioritize harvested/onnx.jsonl.gz --target tvm-onnx --strategy opera -o $(DEMO)/onnx.order
-	$(OPERA) prioritize harvested/torch.jsonl.gz --target tvm-torch --strategy opera -o $(DEMO)/torch.order
-	$(OPERA) prioritize harvested/keras.jsonl.gz --target tvm-keras --strategy opera -o $(DEMO)/keras.order
-	$(OPERA) run harvested/onnx.jsonl.gz -t tvm-onnx -t ov-onnx --order $(DEMO)/onnx.order --limit $(DEMO_LIMIT) --store $(DEMO)/opera.db
-	$(OPERA) run harvested/torch.jsonl.gz -t tvm-torch -t ov-torch -t inductor-torch --order $(DEMO)/torch.order --limit $(DEMO_LIMIT) --store $(DEMO)/opera.db
-	$(OPERA) run harvested/keras.jsonl.gz -t tvm-keras -t ov-keras --order $(DEMO)/keras.order --limit $(DEMO_LIMIT) --store $(DEMO)/opera.db
-	$(OPERA) bugs --store $(DEMO)/opera.db
+	$(OPERA) nightly harvested/onnx.jsonl.gz harvested/torch.jsonl.gz harvested/keras.jsonl.gz \
+	    --budget $(DEMO_BUDGET) --store $(DEMO)/opera.db; \
+	  status=$$?; [ $$status -le 1 ] || exit $$status
