@@ -61,6 +61,7 @@ class LibraryFigures:
     duplicates: int = 0  # mutants equal to an instance already known (not gated)
     valid_per_kind: Counter[str] = field(default_factory=Counter)
     tried_per_kind: Counter[str] = field(default_factory=Counter)
+    killed: Counter[str] = field(default_factory=Counter)  # gate children killed: memory, cpu-time, ...
 
     @property
     def validity_rate(self) -> float:
@@ -81,6 +82,7 @@ class LibraryFigures:
             "duplicates": self.duplicates,
             "valid_per_kind": dict(sorted(self.valid_per_kind.items())),
             "tried_per_kind": dict(sorted(self.tried_per_kind.items())),
+            "killed": dict(sorted(self.killed.items())),
         }
 
 
@@ -108,6 +110,8 @@ class GenerateSummary:
                 for k, n in sorted(f.tried_per_kind.items(), key=lambda kv: -kv[1])
             )
             lines.append(f"    valid/tried per mutation kind: {kinds}")
+            if f.killed:
+                lines.append(f"    mutants that killed the gate's child: {dict(sorted(f.killed.items()))}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -185,7 +189,8 @@ def generate(
     novelty = NoveltyMeter()
     for prof in profiles.values():
         for parent in prof.parents:
-            novelty.cover(parent)
+            if parent.source.origin is Origin.HUMAN:  # "new" is measured against human-written tests
+                novelty.cover(parent)
     learner = learner or ValidityLearner()
     factory = gate_factory or (lambda lib: IsolatedGate(lib, timeout_s=options.timeout_s))
     gates: dict[str, Gate] = {}
@@ -217,7 +222,8 @@ def generate(
         print("\ninterrupted: writing what was generated so far", file=sys.stderr)
     finally:
         bar.close()
-        for gate in gates.values():
+        for lib, gate in gates.items():
+            summary.figures[lib].killed.update(getattr(gate, "kills", {}))
             gate.close()
     libraries = sorted({i.library for i in instances})
     versions = sorted({i.library_version for i in instances})
