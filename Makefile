@@ -26,7 +26,7 @@ test: setup browser
 	OPERA_REQUIRE_BROWSER=1 $(PY) -m pytest -q -ra
 
 lint: setup
-	$(VENV)/bin/ruff check opera instrumentation templates tests benchmarks
+	$(VENV)/bin/ruff check opera instrumentation templates tests benchmarks notebooks
 	$(VENV)/bin/mypy opera instrumentation templates
 
 # Main job on the embedded defaults: the nightly pipeline on the shipped corpus (harvested/), the

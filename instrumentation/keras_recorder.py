@@ -50,8 +50,8 @@ from types import FrameType, ModuleType
 from typing import Any
 
 import numpy as np
-from opera.instrumentation import BaseRecorder
 
+from opera.instrumentation import BaseRecorder
 from opera.model import InstanceKind, OperatorInstance
 from opera.values import DTYPES, CallableRef, DType, ObjectSpec, Opaque, TensorSpec, dtype_name
 

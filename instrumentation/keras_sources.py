@@ -27,7 +27,6 @@ from pathlib import Path
 
 from opera.instrumentation import BaseRecorder, HarvestOptions, harvest_source
 from opera.instrumentation.pytest_source import run_pytest_harvest
-
 from opera.model import OperatorInstance
 
 __all__ = ["KERAS_TEST_DIRS", "keras_test_paths", "keras_tests"]

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from opera.instrumentation import BaseRecorder
-from opera.templates.onnx_template import attribute_to_value, runtime_value, tensor_to_value
 
+from opera.instrumentation import BaseRecorder
 from opera.model import InstanceKind, OperatorInstance, Source
+from opera.templates.onnx_template import attribute_to_value, runtime_value, tensor_to_value
 from opera.values import Opaque, TensorSpec, ValueEncodingError, dtype_name
 
 __all__ = ["OnnxRecorder", "node_instances"]

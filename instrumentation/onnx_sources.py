@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from opera.instrumentation import BaseRecorder, HarvestOptions, harvest_source
-
 from opera.model import OperatorInstance, Source, Tolerance
 
 __all__ = ["load_node_cases", "node_test_instances"]

@@ -80,9 +80,9 @@ def _plugin_args(env: dict[str, str]) -> list[str]:
     Naming a plugin with ``-p`` that the entry point has registered under its own name makes
     pytest stop with "Plugin already registered under a different name".
     """
-    if not env.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        if any(ep.value == _PLUGIN_MODULE for ep in entry_points(group="pytest11")):
-            return []
+    autoload = not env.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    if autoload and any(ep.value == _PLUGIN_MODULE for ep in entry_points(group="pytest11")):
+        return []
     return ["-p", _PLUGIN_MODULE]
 
 

@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from opera.corpus import CorpusWriter
-from opera.errors import HarvestError
 from opera.instrumentation import HarvestOptions, get_recorder, get_source, sources_for
-from opera.model import OperatorInstance
 from opera.progress import progress_bar
 from opera.templates import get_template
 

@@ -18,13 +18,13 @@ SCHEMA_VERSION = 1
 LIBRARIES = ("torch", "keras", "onnx")
 
 
-class InstanceKind(str, Enum):
+class InstanceKind(str, Enum):  # noqa: UP042 (str() must stay the value in f-strings on 3.11)
     MODULE = "module"  # constructed with args/kwargs, then called with inputs
     FUNCTION = "function"  # called as api(*args, **kwargs); tensors live in args/kwargs
     ONNX_NODE = "onnx_node"  # a node with attributes kwargs, fed inputs
 
 
-class Origin(str, Enum):
+class Origin(str, Enum):  # noqa: UP042
     HUMAN = "human"  # written by library developers (test suites, OpInfo samples)
     TOOL = "tool"  # produced by a generator / fuzzer
 

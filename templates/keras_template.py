@@ -20,9 +20,9 @@ import os
 from typing import Any
 
 import numpy as np
-from opera.templates import SingleOpModel, Template
 
 from opera.model import InstanceKind, OperatorInstance
+from opera.templates import SingleOpModel, Template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")

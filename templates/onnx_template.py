@@ -38,9 +38,9 @@ import re
 from typing import Any
 
 import numpy as np
-from opera.templates import SingleOpModel, Template
 
 from opera.model import OperatorInstance
+from opera.templates import SingleOpModel, Template
 from opera.values import DTYPES, ObjectSpec, TensorSpec, ValueEncodingError, dtype_name
 
 __all__ = [

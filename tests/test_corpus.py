@@ -134,8 +134,8 @@ def test_gzip_corpus_of_a_killed_writer_is_readable_up_to_the_last_sync(tmp_path
     )
     proc = subprocess.run([sys.executable, "-c", script])
     assert proc.returncode == -signal.SIGKILL
-    with pytest.raises(EOFError):  # the stock reader cannot read the cut stream...
-        gzip.open(path).read()
+    with pytest.raises(EOFError), gzip.open(path) as stock:  # the stock reader cannot read the cut stream...
+        stock.read()
     got = list(read_corpus(path))  # ...ours yields everything up to the last sync (every 200 lines)
     assert len(got) == 400
     assert [g.args[0] for g in got] == list(range(400))

@@ -18,10 +18,9 @@ keras = pytest.importorskip("keras")
 
 from opera.instrumentation.keras_recorder import KerasRecorder, to_neutral  # noqa: E402
 from opera.instrumentation.pytest_source import run_pytest_harvest  # noqa: E402
+from opera.model import InstanceKind, OperatorInstance  # noqa: E402
 from opera.templates import get_template  # noqa: E402
 from opera.templates.keras_template import to_tflite  # noqa: E402
-
-from opera.model import InstanceKind, OperatorInstance  # noqa: E402
 from opera.values import ObjectSpec, TensorSpec  # noqa: E402
 
 # Conv2DTranspose(4, 3, output_padding=1) alone is rejected by Keras (output_padding must be

@@ -14,13 +14,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from opera.instrumentation import HarvestOptions, get_source
 from opera.instrumentation.onnx_recorder import OnnxRecorder
 from opera.instrumentation.onnx_sources import load_node_cases, node_test_instances
 from opera.instrumentation.pytest_source import run_pytest_harvest
-from opera.templates.onnx_template import OnnxTemplate, attribute_to_value, model_bytes, value_to_attribute
-
 from opera.model import InstanceKind, OperatorInstance
+from opera.templates.onnx_template import OnnxTemplate, attribute_to_value, model_bytes, value_to_attribute
 from opera.values import ObjectSpec, TensorSpec, decode_value, encode_value
 
 RESIZE_TEST = textwrap.dedent(
@@ -138,9 +138,9 @@ def _bound_wrappers() -> list[str]:
             continue
         for attr, value in list(namespace.items()):
             # Only plain functions: getattr on a lazy module (keras's tensorflow_io proxy) imports it.
-            if attr.startswith("make_") and isinstance(value, types.FunctionType):
-                if getattr(value, "__opera_wrapped__", None) is not None:
-                    found.append(f"{name}.{attr}")
+            plain = attr.startswith("make_") and isinstance(value, types.FunctionType)
+            if plain and getattr(value, "__opera_wrapped__", None) is not None:
+                found.append(f"{name}.{attr}")
     return found
 
 

@@ -91,10 +91,10 @@ def test_unsupported_patterns_per_target_and_compiler(tmp_path) -> None:
 @pytest.mark.slow
 def test_converter_names_of_real_frontends() -> None:
     from _run_fixtures import relus, torch_gelu
-    from opera.templates import get_template
 
     from opera.converters import converter_name
     from opera.targets import get_target
+    from opera.templates import get_template
 
     relu = get_template("onnx").build(relus(1)[0])
     assert converter_name(get_target("tvm-onnx"), relu) == "Relu._impl_v13"  # opset 17 -> the v13 converter
