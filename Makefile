@@ -10,7 +10,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,ray]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -33,7 +33,15 @@ from opera import __version__
 from opera.corpus import CorpusReader
 from opera.errors import OperaError
 from opera.execution import instance_size, invalid_result
-from opera.executors import Executor, TaskOutcome, TestTask, WorkerSettings
+from opera.executors import (
+    Executor,
+    ExecutorFactory,
+    ExecutorRequest,
+    TaskOutcome,
+    TestTask,
+    WorkerSettings,
+    prepare_executor,
+)
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, TestResult
 from opera.progress import progress_bar
@@ -87,6 +95,8 @@ class RunConfig:
     oracle_config: str | None = None
     unsupported_config: str | None = None
     reproducers: bool = True
+    executor: str = "local"  # opera.executors.EXECUTORS
+    address: str | None = None  # cluster executors: auto | HOST:PORT (None: start one here)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -215,7 +225,9 @@ def _runnable_reason(inst: OperatorInstance) -> str | None:
 # ---- running --------------------------------------------------------------------------------
 
 
-def _resolve_targets(names: list[str]) -> dict[str, Any]:
+def _resolve_targets(names: list[str], check_here: bool = True) -> dict[str, Any]:
+    """Targets by name; ``check_here``: each must be usable on this machine (a cluster executor
+    checks them on its nodes instead)."""
     from opera.targets import get_target
 
     if not names:
@@ -223,7 +235,7 @@ def _resolve_targets(names: list[str]) -> dict[str, Any]:
     targets = {}
     for name in dict.fromkeys(names):
         target = get_target(name)
-        reason = target.availability()
+        reason = target.availability() if check_here else None
         if reason is not None:
             raise OperaError(f"target {name} is not available here: {reason}")
         targets[name] = target
@@ -251,6 +263,18 @@ def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
     )
 
 
+def _prepare_executor(
+    config: RunConfig, targets: dict[str, Any], factory: ExecutorFactory | None
+) -> ExecutorFactory:
+    """Connect to / check the executor before the run is touched (bad input: one clear error)."""
+    if factory is not None:
+        return factory
+    request = ExecutorRequest(
+        targets=targets, address=config.address, workers=config.workers, max_rss_bytes=config.max_rss_bytes
+    )
+    return prepare_executor(config.executor, request)
+
+
 def _check_configs(config: RunConfig) -> None:
     """Load both configs once in the parent so a bad file is one clear error, not N worker crashes."""
     from opera.oracles import load_oracle_config
@@ -271,7 +295,7 @@ def start_run(
     _check_configs(config)
     if config.budget_s is not None and config.budget_s <= 0:
         raise OperaError("budget must be positive")
-    targets = _resolve_targets(config.targets)
+    targets = _resolve_targets(config.targets, check_here=config.executor == "local")
     notes: list[str] = []
     order = read_order(config.order) if config.order else None
     instances = load_instances(config.corpus)
@@ -279,6 +303,7 @@ def start_run(
         instances, {n: t.library for n, t in targets.items()}, order=order, limit=config.limit, notes=notes
     )
     config.corpus = [str(Path(p).resolve()) for p in config.corpus]
+    executor_factory = _prepare_executor(config, targets, executor_factory)
     versions = {name: _safe_versions(t) for name, t in targets.items()}
     with ResultStore(config.store) as store:
         run_id = store.create_run(
@@ -302,24 +327,31 @@ def resume_run(
     budget_s: float | None = None,
     show_progress: bool = True,
     executor_factory: Callable[[int, WorkerSettings], Executor] | None = None,
+    executor: str | None = None,
+    address: str | None = None,
 ) -> RunSummary:
     """Finish a run: the planned tests with no result yet. Corpus, targets, order, limit and seed
     come from the stored run; worker count and timeout may be changed. The run's original budget
-    is not applied again (resuming means finishing); pass ``budget_s`` to bound the resumption."""
+    is not applied again (resuming means finishing); pass ``budget_s`` to bound the resumption.
+    ``executor``/``address`` replace the stored ones (a run started on a cluster may be finished
+    here, or on another cluster)."""
     if not Path(store_path).exists():
         raise OperaError(f"store not found: {store_path}")
     with ResultStore(store_path) as store:
         record = store.get_run(run_id)
-        store.claim_run(run_id)
         config = RunConfig.from_json(record.config)
         config.store = store_path
         if workers is not None:
             config.workers = workers
         if timeout_s is not None:
             config.timeout_s = timeout_s
+        if executor is not None:
+            config.executor, config.address = executor, address
         config.budget_s = budget_s  # resuming means finishing: the stored budget is not re-applied
         _check_configs(config)
-        _resolve_targets(config.targets)
+        targets = _resolve_targets(config.targets, check_here=config.executor == "local")
+        executor_factory = _prepare_executor(config, targets, executor_factory)
+        store.claim_run(run_id)
         instances = load_instances(config.corpus)
         missing = [p.instance_id for p in store.pending(run_id) if p.instance_id not in instances]
         if missing:

@@ -7,7 +7,7 @@ import argparse
 import glob
 import sys
 
-from opera.commands.run import _size
+from opera.commands.run import _size, add_executor_arguments, check_executor_arguments
 from opera.errors import OperaError
 from opera.runner import parse_duration
 
@@ -52,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
     )
     parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
+    add_executor_arguments(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
 
 
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     timeout = parse_duration(args.timeout) if args.timeout else None
     if args.workers is not None and args.workers < 1:
         raise OperaError("--workers must be at least 1")
+    check_executor_arguments(args)
     corpus = list(args.corpus) or sorted(glob.glob(DEFAULT_CORPUS))
     if not corpus:
         raise OperaError(f"no corpus file given and none at {DEFAULT_CORPUS} (run from the checkout's root)")
@@ -94,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         oracle_config=args.oracle_config,
         unsupported_config=args.unsupported_config,
         reproducers=not args.no_reproducers,
+        executor=args.executor or "local",
+        address=args.address,
     )
     try:
         outcome = run_nightly(config, show_progress=not args.quiet)

@@ -20,6 +20,27 @@ def _size(text: str) -> int:
     return int(float(match.group(1)) * 1024 ** " kmgt".index(match.group(2) or " "))
 
 
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """--executor / --address (also used by `opera nightly` and `opera targets`)."""
+    parser.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default=None,
+        help="where tests run: local worker pool (default) or a Ray cluster (pip install -e '.[ray]')",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="auto|HOST:PORT",
+        help="Ray cluster to use: auto (the one `ray start` runs on this machine) or its GCS HOST:PORT "
+        "(default: start a private Ray instance here)",
+    )
+
+
+def check_executor_arguments(args: argparse.Namespace) -> None:
+    if args.address and args.executor != "ray":
+        raise OperaError("--address needs --executor ray")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", nargs="*", help="corpus files (.jsonl / .jsonl.gz); not with --resume")
     parser.add_argument(
@@ -52,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RUN",
         help="finish run RUN of the store (corpus, targets, order, limit, seed come from it)",
     )
+    add_executor_arguments(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
@@ -62,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         raise OperaError("--workers must be at least 1")
     if args.limit is not None and args.limit < 1:
         raise OperaError("--limit must be at least 1")
+    check_executor_arguments(args)
     if args.resume is not None:
         given = [
             flag
@@ -83,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
             timeout_s=timeout,
             budget_s=budget,
             show_progress=not args.quiet,
+            executor=args.executor,
+            address=args.address,
         )
     else:
         if not args.corpus:
@@ -101,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
             oracle_config=args.oracle_config,
             unsupported_config=args.unsupported_config,
             reproducers=not args.no_reproducers,
+            executor=args.executor or "local",
+            address=args.address,
         )
         summary = start_run(config, show_progress=not args.quiet)
     print(summary.render(args.store))

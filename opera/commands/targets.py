@@ -1,4 +1,5 @@
-"""opera targets [--all]: the registered compiler targets, with versions or why they are unavailable."""
+"""opera targets [--all] [--executor ray [--address A]]: the registered compiler targets, with
+versions or why they are unavailable (with Ray: on every node of the cluster)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,43 @@ HELP = "list compiler targets with their versions, or the reason they are unavai
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="include Opera's own test-only targets")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    from opera.commands.run import add_executor_arguments
+
+    add_executor_arguments(parser)
+
+
+def _ray_nodes(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from opera.executors.ray import connect, probe_nodes
+
+    names = [t.name for t in all_targets(include_test_only=args.all)]
+    where = connect(args.address)
+    reports = probe_nodes(names)
+    if args.json:
+        print(json.dumps([asdict(r) for r in reports], indent=2))
+        return 0
+    width = max((len(n) for n in names), default=4)
+    print(f"Ray cluster at {where}: {len(reports)} live node(s)")
+    for r in reports:
+        software = ", ".join(f"{k} {v}" for k, v in r.software.items())
+        print(f"node {r.node_id[:12]} {r.address}  CPU {r.cpus:g} GPU {r.gpus:g}  {software}")
+        if r.error:
+            print(f"  {r.error}")
+            continue
+        for name in names:
+            reason = r.targets.get(name)
+            detail = ", ".join(f"{k} {v}" for k, v in r.versions.get(name, {}).items())
+            print(f"  {name:<{width}}  {detail if reason is None else 'unavailable: ' + reason}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    from opera.commands.run import check_executor_arguments
+
+    check_executor_arguments(args)
+    if args.executor == "ray":
+        return _ray_nodes(args)
     rows: list[dict[str, Any]] = []
     for target in all_targets(include_test_only=args.all):
         try:

@@ -9,13 +9,24 @@ going with the other tests.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from opera.model import OperatorInstance
 from opera.outcomes import TestResult
 
-__all__ = ["Executor", "TaskOutcome", "TestTask", "WorkerSettings"]
+__all__ = [
+    "EXECUTORS",
+    "Executor",
+    "ExecutorFactory",
+    "ExecutorRequest",
+    "TaskOutcome",
+    "TestTask",
+    "WorkerSettings",
+    "prepare_executor",
+]
 
 
 @dataclass(frozen=True)
@@ -71,3 +82,30 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Stop every worker (killing the ones still busy)."""
+
+
+ExecutorFactory = Callable[[int, WorkerSettings], Executor]
+
+# Executor name -> module; each module has ``prepare(ExecutorRequest) -> ExecutorFactory``.
+EXECUTORS: dict[str, str] = {"local": "opera.executors.local", "ray": "opera.executors.ray"}
+
+
+@dataclass(frozen=True)
+class ExecutorRequest:
+    """What a run asks of an executor before it starts (``prepare`` checks it: one clear
+    ``OperaError`` for an unreachable cluster, a missing GPU, ... before the store is touched)."""
+
+    targets: dict[str, Any]  # name -> Target (opera.targets)
+    address: str | None = None  # cluster executors: where the cluster is (None: start one here)
+    workers: int = 0  # 0: the executor's default (one per core of the machine or the cluster)
+    max_rss_bytes: int | None = None  # None: the executor's per-machine default
+
+
+def prepare_executor(name: str, request: ExecutorRequest) -> ExecutorFactory:
+    from opera.errors import OperaError
+
+    module = EXECUTORS.get(name)
+    if module is None:
+        raise OperaError(f"unknown executor {name!r}; known: {', '.join(EXECUTORS)}")
+    factory: ExecutorFactory = importlib.import_module(module).prepare(request)
+    return factory

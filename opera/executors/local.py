@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from opera.errors import OperaError
-from opera.executors import TaskOutcome, TestTask, WorkerSettings
+from opera.executors import ExecutorFactory, ExecutorRequest, TaskOutcome, TestTask, WorkerSettings
 from opera.outcomes import Stage
 
-__all__ = ["LocalExecutor", "default_max_rss_bytes"]
+__all__ = ["LocalExecutor", "default_max_rss_bytes", "prepare"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _WATCH_INTERVAL_S = 0.05
@@ -52,6 +52,11 @@ def default_max_rss_bytes(workers: int) -> int:
     if available is None:
         return 4 << 30
     return max(1 << 30, int(available * 0.8 / max(1, workers)))
+
+
+def prepare(request: ExecutorRequest) -> ExecutorFactory:
+    """The local pool needs nothing checked up front (targets were checked on this machine)."""
+    return LocalExecutor
 
 
 def _rss_bytes(pid: int) -> int | None:

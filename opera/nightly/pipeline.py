@@ -56,6 +56,8 @@ class NightlyConfig:
     oracle_config: str | None = None
     unsupported_config: str | None = None
     reproducers: bool = True
+    executor: str = "local"  # opera.executors.EXECUTORS
+    address: str | None = None  # cluster executors: auto | HOST:PORT
 
 
 @dataclass
@@ -105,8 +107,9 @@ def default_targets() -> list[str]:
     return [t.name for t in all_targets() if not t.needs_gpu and t.availability() is None]
 
 
-def _resolve(names: list[str]) -> dict[str, str]:
-    """target -> the source library it consumes; unknown or unavailable targets are errors."""
+def _resolve(names: list[str], check_here: bool = True) -> dict[str, str]:
+    """target -> the source library it consumes; unknown or unavailable targets are errors
+    (``check_here=False``: a cluster executor checks availability on its nodes)."""
     from opera.targets import get_target
 
     if not names:
@@ -116,7 +119,7 @@ def _resolve(names: list[str]) -> dict[str, str]:
     libraries = {}
     for name in dict.fromkeys(names):
         target = get_target(name)
-        reason = target.availability()
+        reason = target.availability() if check_here else None
         if reason is not None:
             raise OperaError(f"target {name} is not available here: {reason}")
         libraries[name] = target.library
@@ -191,7 +194,7 @@ def run_nightly(
     log = out or sys.stderr
     started = time.time()
     clock = BudgetClock(config.budget_s)
-    libraries = _resolve(config.targets)
+    libraries = _resolve(config.targets, check_here=config.executor == "local")
     check_budget(config.budget_s, list(libraries))
     corpus, loaded = _read_corpus(config.corpus)
     notes: list[str] = []
@@ -254,6 +257,8 @@ def run_nightly(
             oracle_config=config.oracle_config,
             unsupported_config=config.unsupported_config,
             reproducers=config.reproducers,
+            executor=config.executor,
+            address=config.address,
             nightly=number,
         )
         summary = start_run(
