@@ -256,19 +256,19 @@ class KerasRecorder(BaseRecorder):
             self._patched_inits.append((cls, original))
         layer_base = keras.layers.Layer
         self._original_layer_call = layer_base.__dict__["__call__"]
-        layer_base.__call__ = self._wrap_layer_call(self._original_layer_call)  # type: ignore[method-assign]
+        layer_base.__call__ = self._wrap_layer_call(self._original_layer_call)
 
     def _uninstall(self) -> None:
         import keras
 
         for cls, original in reversed(self._patched_inits):
             if original is None:
-                del cls.__init__  # type: ignore[misc]
+                del cls.__init__
             else:
-                cls.__init__ = original  # type: ignore[misc]
+                cls.__init__ = original
         self._patched_inits.clear()
         if self._original_layer_call is not None:
-            keras.layers.Layer.__call__ = self._original_layer_call  # type: ignore[method-assign]
+            keras.layers.Layer.__call__ = self._original_layer_call
             self._original_layer_call = None
         for module, attr, original in reversed(self._module_patches):
             setattr(module, attr, original)
@@ -313,7 +313,7 @@ class KerasRecorder(BaseRecorder):
                 wrapper = self._op_wrappers.get(id(value))
                 if wrapper is not None and originals[id(value)] is value:
                     setattr(module, attr, wrapper)
-                    self._module_patches.append((module, attr, value))  # type: ignore[arg-type]
+                    self._module_patches.append((module, attr, value))
         return {**api_of, **{id(w): api_of[k] for k, w in self._op_wrappers.items()}}
 
     def _wrap_op(self, func: Any, api: str) -> Any:
@@ -339,7 +339,7 @@ class KerasRecorder(BaseRecorder):
     def _wrap_init(self, cls: type, api: str, original: Any) -> Any:
         recorder = self
 
-        resolved_init = original if original is not None else cls.__init__  # inherited: the parent's
+        resolved_init = original if original is not None else cls.__init__  # type: ignore[misc]  # inherited
 
         def recorded_init(self: Any, *args: Any, **kwargs: Any) -> None:
             layer = self
@@ -353,7 +353,7 @@ class KerasRecorder(BaseRecorder):
                 if original is not None:
                     original(layer, *args, **kwargs)
                 else:
-                    super(cls, layer).__init__(*args, **kwargs)
+                    super(cls, layer).__init__(*args, **kwargs)  # type: ignore[arg-type]
             if neutral is not None:
                 recorder._remember(layer, (api, tuple(neutral[0]), dict(neutral[1])))
 
@@ -375,7 +375,7 @@ class KerasRecorder(BaseRecorder):
             if remembered is None or not recorder.recording:
                 with recorder.nested():
                     return original_call(layer, *args, **kwargs)
-            frame = sys._getframe(1)
+            frame: FrameType | None = sys._getframe(1)
             while (
                 frame is not None
                 and frame.f_code.co_name == "__call__"

@@ -159,7 +159,7 @@ class CorpusWriter:
             raise CorpusError(f"cannot write corpus file {self.path}: {exc.strerror}") from None
         self._raw: IO[bytes] = raw
         self._gz: gzip.GzipFile | None = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if _is_gzip(self.path) else None
-        self._out: IO[bytes] = self._gz if self._gz is not None else raw
+        self._out: IO[bytes] = self._gz if self._gz is not None else raw  # type: ignore[assignment]
         self._since_sync = 0
         head = {"$schema": _HEADER_TAG, "version": SCHEMA_VERSION, **(header or {})}
         self._write_line(json.dumps(head, sort_keys=True))

@@ -74,7 +74,7 @@ def prepare_onnx(
     if len(names) != len(inputs):
         raise ValueError(f"{len(inputs)} inputs for graph inputs {names}")
     prepared = onnx.ModelProto()
-    prepared.CopyFrom(model)  # type: ignore[arg-type]
+    prepared.CopyFrom(model)
     graph = prepared.graph
     parameters = set()
     for node in graph.node:

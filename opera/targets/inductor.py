@@ -54,7 +54,7 @@ class InductorTarget(Target):
     def versions(self) -> dict[str, str]:
         import torch
 
-        out = {"torch": torch.__version__}
+        out = {"torch": str(torch.__version__)}
         try:
             import triton
 

@@ -77,8 +77,8 @@ class _OvTarget(Target):
             feed = [_as_port_type(x, port) for x, port in zip(feed, ports, strict=True)]
         request.infer([_to_ov_tensor(x) for x in feed])
         kept = compiled.output_indices
-        indices = kept if kept is not None else range(len(compiled.model.outputs))
-        return [_from_ov_tensor(request.get_output_tensor(i)) for i in indices]
+        wanted = kept if kept is not None else list(range(len(compiled.model.outputs)))
+        return [_from_ov_tensor(request.get_output_tensor(i)) for i in wanted]
 
 
 def _as_port_type(x: Any, port: Any) -> Any:

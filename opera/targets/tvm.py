@@ -178,7 +178,7 @@ def tflite_io_order(tfl: Any, built: SingleOpModel) -> tuple[list[int] | None, l
     by_tensor_in = {sig.Inputs(i).TensorIndex(): sig.Inputs(i).Name().decode() for i in range(sig.InputsLength())}
     input_indices: list[int] | None = None
     if keras_names and len(keras_names) == len(sub_inputs):
-        mapped = []
+        mapped: list[int] = []
         for t in sub_inputs:
             name = by_tensor_in.get(t)
             if name not in keras_names:
