@@ -216,8 +216,10 @@ def test_learner_lowers_the_share_of_a_rejected_mutation() -> None:
     _, blind = share_of_bad(feedback=False)
     learner, taught = share_of_bad(feedback=True)
     assert 0.35 < blind < 0.65 and taught < 0.1
-    # the library-wide rate is the prior for an operator the learner has not met yet
-    assert learner.acceptance("torch", "torch.mean", bad) < learner.acceptance("torch", "torch.mean", good)
+    # what a kind did on one parameter is the prior on the operator's other parameters, not elsewhere
+    other_param = Choice("kw:other", "int:large")
+    assert learner.acceptance("torch", "torch.sum", other_param) < 0.2
+    assert learner.acceptance("torch", "torch.mean", other_param) == 0.5
 
 
 def _corpus(tmp_path: Path, insts: list[OperatorInstance], name: str = "human.jsonl") -> Path:
@@ -377,6 +379,20 @@ def test_isolated_gate_survives_a_dying_library() -> None:
         gate._process.join()
         assert gate.validate(relu).valid is False and gate.restarts == 1
         assert gate.validate(relu).valid is True  # a fresh child
+    finally:
+        gate.close()
+
+
+@pytest.mark.slow
+def test_isolated_gate_limits_cpu_time() -> None:
+    gate = IsolatedGate("torch", timeout_s=0.5)
+    try:
+        assert gate.validate(torch_fn("torch.abs", x(2, 3))).valid is True  # the child is up
+        slow = torch_fn("torch.matmul", x(3000, 3000, dtype="float64"), x(3000, 3000, dtype="float64"))
+        verdict = gate.validate(slow)
+        assert verdict.valid is False and "CPU time" in (verdict.invalid_reason or "")
+        assert gate.kills == {"cpu-time": 1}
+        assert gate.validate(torch_fn("torch.abs", x(2, 3))).valid is True
     finally:
         gate.close()
 

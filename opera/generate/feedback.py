@@ -3,12 +3,18 @@
 For every (operator, parameter, mutation kind) the learner counts how many mutants the validity
 gate accepted and rejected. A choice's weight is its estimated acceptance rate, squared so that
 reliable mutations clearly win: ``p = (accepted + 2 * prior) / (tried + 2)`` where ``prior`` is the
-acceptance rate of the same kind over the whole library (``(accepted + 1) / (tried + 2)``), so a
-kind that fails everywhere (``int:large`` on sizes) starts low on operators it has not met yet.
-A floor keeps every choice possible: a mutation rejected ten times may still be tried, rarely.
+acceptance rate of the same kind over all parameters of the same operator (``(accepted + 1) /
+(tried + 2)``), so a kind that failed on one parameter (``int:large`` on a size) starts lower on
+the operator's other parameters. A floor keeps every choice possible: a mutation rejected ten times
+may still be tried, rarely.
 
-The learner holds no randomness of its own; ``choose`` draws from the caller's seeded ``Random``,
-so a generation run is deterministic for a seed.
+Why the prior stops at the operator and is not library-wide: some verdicts differ between two runs
+(onnxruntime's NonMaxSuppression reads uninitialized memory for a zero-size ``max_output_boxes``
+and sometimes dies; a mutant near the memory limit), and a library-wide prior carries such a flip
+into every later operator's choices, so one flip changed hundreds of generated instances. With
+per-operator learning a flip stays inside its operator; generation is deterministic for a seed
+everywhere the library itself is. The learner holds no randomness of its own: ``choose`` draws from
+the caller's seeded ``Random``.
 """
 
 from __future__ import annotations
@@ -29,20 +35,26 @@ FLOOR = 0.02
 class ValidityLearner:
     tried: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (api, parameter, kind)
     accepted: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    kind_tried: Counter[tuple[str, str]] = field(default_factory=Counter)  # (library, kind)
+    kind_tried: Counter[tuple[str, str]] = field(default_factory=Counter)  # (api, kind)
     kind_accepted: Counter[tuple[str, str]] = field(default_factory=Counter)
+    library_tried: Counter[tuple[str, str]] = field(
+        default_factory=Counter
+    )  # (library, kind): reporting only
+    library_accepted: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def record(self, library: str, api: str, choice: Choice, valid: bool) -> None:
         key = (api, choice.parameter, choice.kind)
         self.tried[key] += 1
-        self.kind_tried[(library, choice.kind)] += 1
+        self.kind_tried[(api, choice.kind)] += 1
+        self.library_tried[(library, choice.kind)] += 1
         if valid:
             self.accepted[key] += 1
-            self.kind_accepted[(library, choice.kind)] += 1
+            self.kind_accepted[(api, choice.kind)] += 1
+            self.library_accepted[(library, choice.kind)] += 1
 
     def acceptance(self, library: str, api: str, choice: Choice) -> float:
         """Estimated share of mutants of this choice that the library accepts."""
-        kind = (library, choice.kind)
+        kind = (api, choice.kind)
         prior = (self.kind_accepted[kind] + 1) / (self.kind_tried[kind] + 2)
         key = (api, choice.parameter, choice.kind)
         return (self.accepted[key] + 2 * prior) / (self.tried[key] + 2)
@@ -57,7 +69,7 @@ class ValidityLearner:
     def rejection_rates(self, library: str) -> dict[str, tuple[int, float]]:
         """kind -> (mutants tried, share rejected) over one library, for the summary."""
         return {
-            kind: (n, 1 - self.kind_accepted[(lib, kind)] / n)
-            for (lib, kind), n in sorted(self.kind_tried.items())
+            kind: (n, 1 - self.library_accepted[(lib, kind)] / n)
+            for (lib, kind), n in sorted(self.library_tried.items())
             if lib == library and n
         }
