@@ -205,8 +205,9 @@ def probe_nodes(names: list[str], timeout_s: float = _PROBE_TIMEOUT_S) -> list[N
         try:
             answer = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
         except Exception as exc:
-            ray.cancel(ref, force=True)
-            report.error = f"probe failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0:1]}"
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+            report.error = f"probe failed: {_first_line(exc)}"
             continue
         report.targets, report.versions = answer["targets"], answer["versions"]
         report.software = answer["software"]
