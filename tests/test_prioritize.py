@@ -446,3 +446,14 @@ def test_measure_tvm_onnx_coverage(tmp_path: Path) -> None:
     assert set(cov[conv.id]) - set(cov[relu.id]) and set(cov[relu.id]) - set(cov[conv.id])
     order = prioritize([relu, conv], "total-cov", PrioritizeContext(coverage=out)).ids
     assert order[0] == max((relu, conv), key=lambda i: len(cov[i.id])).id
+
+
+def test_instances_the_validity_gate_rejected_go_last() -> None:
+    """Known before any test runs: a rejected instance would only spend an early position."""
+    good = [onnx("LeakyRelu", alpha=a) for a in (5, -1)]
+    rejected = onnx("LeakyRelu", alpha=0).with_verdict(False, "library rejected it")
+    other = onnx("Relu")
+    corpus = [rejected, *good, other]
+    for strategy in ("opera", "op-only", "param-only"):
+        order = prioritize(corpus, strategy).ids
+        assert order[-1] == rejected.id and sorted(order) == sorted(i.id for i in corpus), strategy

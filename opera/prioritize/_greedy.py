@@ -294,9 +294,23 @@ def diversity_order(
     zero_case: str = "untested-first",
     notes: dict[str, object] | None = None,
 ) -> list[str]:
-    """Compile the corpus, score operators against the equipped corpus, run the greedy order."""
+    """Compile the corpus, score operators against the equipped corpus, run the greedy order.
+
+    Instances the validity gate rejected (``valid is False``: their own library refused them, so
+    no compiler can be tested with them) go last, in corpus order: known before any test runs, they
+    would only spend the first positions of the order.
+    """
     start = time.perf_counter()
-    corpus = compile_corpus(instances)
+    rejected: list[str] = []
+
+    def runnable(items: Iterable[OperatorInstance]) -> Iterable[OperatorInstance]:
+        for inst in items:
+            if inst.valid is False:
+                rejected.append(inst.id)
+            else:
+                yield inst
+
+    corpus = compile_corpus(runnable(instances))
     interner = corpus.interner
     counts = Counter(corpus.op_of)
     corpus_counts = Counter({api: counts[i] for api, i in interner.ops.items()})
@@ -314,6 +328,11 @@ def diversity_order(
     stats: dict[str, object] = {}
     start = time.perf_counter()
     order = greedy_order(corpus, op_score, use_diversity=use_diversity, precovered=precovered, stats=stats)
+    placed = set(order)
+    for iid in rejected:
+        if iid not in placed:
+            placed.add(iid)
+            order.append(iid)
     if notes is not None:
         notes.update(
             compile_seconds=round(compile_seconds, 3),
