@@ -9,8 +9,8 @@ the operator's other parameters. A floor keeps every choice possible: a mutation
 may still be tried, rarely.
 
 Why the prior stops at the operator and is not library-wide: some verdicts differ between two runs
-(onnxruntime's NonMaxSuppression reads uninitialized memory for a zero-size ``max_output_boxes``
-and sometimes dies; a mutant near the memory limit), and a library-wide prior carries such a flip
+(onnxruntime's NonMaxSuppression gives run-to-run different outputs, and sometimes dies, on
+mutants with zero-size scalar inputs; a mutant near the memory limit), and a library-wide prior carries such a flip
 into every later operator's choices, so one flip changed hundreds of generated instances. With
 per-operator learning a flip stays inside its operator; generation is deterministic for a seed
 everywhere the library itself is. The learner holds no randomness of its own: ``choose`` draws from
