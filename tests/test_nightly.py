@@ -379,3 +379,11 @@ def test_junit_and_html_survive_control_characters_in_compiler_messages(tmp_path
     assert "failed" in junit.read_text() and "\x1b" not in junit.read_text()
     page = write_html(outcome, tmp_path / "report.html").read_text()
     assert "<b>&amp;</b>" not in page and "first night" in page and 'src="data:image/png;base64,' in page
+
+
+def test_first_night_creates_the_store_folder(tmp_path, monkeypatch, capsys) -> None:
+    """`make demo` names a store in a folder that does not exist yet: a first night creates it."""
+    store = tmp_path / "new" / "folder" / "opera.db"
+    code, text, _ = _night(tmp_path, monkeypatch, 1, capsys, "--store", str(store))
+    assert code == 1, text  # first night: every failure is new
+    assert store.exists() and "first nightly run for test-drift" in text

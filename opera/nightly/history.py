@@ -72,9 +72,17 @@ def open_store(path: str | Path) -> tuple[ResultStore, list[str]]:
     if version is not None and 0 < version < SCHEMA_VERSION:
         backup = p.with_name(f"{p.name}.schema-v{version}.bak")
         _backup(p, backup)
+    existed = p.exists()
+    if not existed:  # a first night in a new folder: create it, as the report folder is created
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OperaError(f"cannot create the store's folder {p.parent}: {exc.strerror}") from None
     try:
         store = ResultStore(p)
     except StoreError as exc:
+        if not existed:
+            raise OperaError(str(exc)) from None
         kept = f"; a copy of the original is at {backup}" if backup is not None else ""
         raise OperaError(
             f"{exc}. This Opera cannot migrate it: keep it for the Opera that wrote it and start a new "
