@@ -221,7 +221,9 @@ class Call(torch.nn.Module):
 model = Call()"""
 
 
-def _resolve_dotted(name: str) -> Any:
+def _resolve_like_the_script(name: str) -> Any:
+    """``name`` resolved as the reproducer's ``_resolve`` does it (import the top package, then
+    attributes), or None: a function the script could not find is not pickled by name."""
     import importlib
 
     parts = name.split(".")
@@ -235,36 +237,19 @@ def _resolve_dotted(name: str) -> Any:
 
 
 def _eager_call(built: SingleOpModel) -> bytes | None:
-    """The template's call (operator, constants, input slots) pickled with torch.save, or None
-    when it would need Opera's own classes to load."""
+    """The template's call (``CallWithConstants.call_spec``) saved with torch.save, or None when a
+    script with only torch could not load it."""
     import io
 
     import torch
 
-    model = built.model
-    if not all(hasattr(model, a) for a in ("_function", "_args_template", "_kwargs_template")):
+    call_spec = getattr(built.model, "call_spec", None)
+    if call_spec is None:
         return None
-    call_target: Any = model._function if model._function is not None else getattr(model, "op", None)
-    if model._function is not None:  # torch functions pickle badly ("boolean_dispatch.<locals>.fn"): by name
-        api = str(getattr(model, "api", ""))
-        if _resolve_dotted(api) is not model._function:
-            return None
-        call_target = {"__opera_api__": api}
-
-    def unslot(value: Any) -> Any:
-        if type(value).__name__ == "_Slot":
-            return {"__opera_input__": value.index}
-        if isinstance(value, list):
-            return [unslot(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(unslot(v) for v in value)
-        return value
-
-    spec = {
-        "target": call_target,
-        "args": unslot(model._args_template),
-        "kwargs": {k: unslot(v) for k, v in model._kwargs_template.items()},
-    }
+    spec = call_spec()
+    function = getattr(built.model, "_function", None)
+    if function is not None and _resolve_like_the_script(spec["target"]["__opera_api__"]) is not function:
+        return None
     buffer = io.BytesIO()
     try:
         torch.save(spec, buffer)

@@ -159,6 +159,27 @@ class CallWithConstants(nn.Module):
     def extra_repr(self) -> str:
         return f"api={self.api}"
 
+    def call_spec(self) -> dict[str, Any]:
+        """The call as plain data, for a script that has torch but not Opera: ``target`` is the
+        submodule, or ``{"__opera_api__": api}`` for a function (torch functions do not all pickle:
+        ``torch.unique`` is a local closure); each input slot in ``args``/``kwargs`` is
+        ``{"__opera_input__": k}``."""
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, _Slot):
+                return {"__opera_input__": value.index}
+            if isinstance(value, list):
+                return [plain(v) for v in value]
+            if isinstance(value, tuple):
+                return tuple(plain(v) for v in value)
+            return value
+
+        return {
+            "target": self.op if self._function is None else {"__opera_api__": self.api},
+            "args": plain(self._args_template),
+            "kwargs": {k: plain(v) for k, v in self._kwargs_template.items()},
+        }
+
 
 def _split_tensors(
     args: Sequence[Any], kwargs: dict[str, Any], inputs: list[np.ndarray]
