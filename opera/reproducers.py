@@ -244,9 +244,13 @@ def _eager_call(built: SingleOpModel) -> bytes | None:
     import torch
 
     call_spec = getattr(built.model, "call_spec", None)
-    if call_spec is None:
+    if call_spec is not None:
+        spec = call_spec()
+    elif isinstance(built.model, torch.nn.Module):  # a module instance: called on all the inputs
+        slots = tuple({"__opera_input__": k} for k in range(len(built.inputs)))
+        spec = {"target": built.model, "args": slots, "kwargs": {}}
+    else:
         return None
-    spec = call_spec()
     function = getattr(built.model, "_function", None)
     if function is not None and _resolve_like_the_script(spec["target"]["__opera_api__"]) is not function:
         return None
