@@ -65,36 +65,25 @@ def _flatten(value):
 outputs = _flatten(result)
 """
 
-_OV_RUN = """\
-import openvino as ov
-compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-request = compiled.create_infer_request()
-request.infer([ov.Tensor(np.ascontiguousarray(x)) for x in INPUTS])
-RAW_BITS = {"f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "f8e8m0": "float8_e8m0fnu", "i4": "int4",
-            "u4": "uint4", "f4e2m1": "float4_e2m1fn", "u2": "uint2", "bf16": "bfloat16"}
+def _ov_run() -> str:
+    """Compile, run, and read the outputs as the ov targets do: the decoding of OpenVINO's raw-bit
+    outputs is the target's own source (one definition, not a copy that could drift)."""
+    import inspect
 
-def _values(tensor):
-    # OpenVINO exposes bf16 as float16 bits, 8-bit floats as uint8 and sub-byte types packed
-    name = RAW_BITS.get(tensor.element_type.get_type_name())
-    if name is None:
-        return np.array(tensor.data, copy=True)
-    import ml_dtypes
-    dtype, shape = np.dtype(getattr(ml_dtypes, name)), tuple(tensor.shape)
-    raw = np.frombuffer(np.asarray(tensor.data).tobytes(), dtype=np.uint8)
-    bits = tensor.element_type.bitwidth
-    if bits >= 8:
-        return raw[: int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape).copy()
-    codes = np.stack([(raw >> (bits * k)) & ((1 << bits) - 1) for k in range(8 // bits)], axis=-1).reshape(-1)
-    codes = codes[: int(np.prod(shape))]
-    if dtype.name.startswith("float"):
-        return codes.astype(np.uint8).view(dtype).reshape(shape)
-    ints = codes.astype(np.int16)
-    if dtype.name.startswith("int"):
-        ints = np.where(ints >= 1 << (bits - 1), ints - (1 << bits), ints)
-    return ints.astype(dtype).reshape(shape)
+    from opera.targets import openvino as ov_target
 
-outputs = [_values(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]
-"""
+    decode = "".join(inspect.getsource(f) for f in (ov_target._unpack_raw_bits, ov_target._from_ov_tensor))
+    return (
+        "from typing import Any\n"
+        "import openvino as ov\n"
+        'compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})\n'
+        "request = compiled.create_infer_request()\n"
+        "request.infer([ov.Tensor(np.ascontiguousarray(x)) for x in INPUTS])\n"
+        f"_RAW_BIT_TYPES = {ov_target._RAW_BIT_TYPES!r}\n\n"
+        + decode
+        + "\noutputs = [_from_ov_tensor(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]\n"
+    )
+
 
 
 def _tvm_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
@@ -113,7 +102,7 @@ def _ov_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
         "import os, tempfile\nimport openvino as ov\n"
         "fd, path = tempfile.mkstemp(suffix='.onnx'); os.write(fd, ARTIFACT); os.close(fd)\n"
         "try:\n    model = ov.convert_model(path)  # an in-memory ModelProto is rejected\n"
-        "finally:\n    os.unlink(path)\n" + _OV_RUN
+        "finally:\n    os.unlink(path)\n" + _ov_run()
     )
     return artifact, inputs, code
 
@@ -150,7 +139,7 @@ def _tvm_torch_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
 
 
 def _ov_torch_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
-    code = _TORCH_LOAD + "import openvino as ov\nmodel = ov.convert_model(program)\n" + _OV_RUN
+    code = _TORCH_LOAD + "import openvino as ov\nmodel = ov.convert_model(program)\n" + _ov_run()
     return _exported_program(built), list(built.inputs), code
 
 
@@ -297,7 +286,7 @@ def _ov_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
         "    path = os.path.join(tmp, 'model.keras')\n"
         "    open(path, 'wb').write(ARTIFACT)\n"
         "    keras_model = keras.saving.load_model(path, compile=False)\n"
-        "model = ov.convert_model(keras_model)\n" + _OV_RUN
+        "model = ov.convert_model(keras_model)\n" + _ov_run()
     )
     return artifact, list(built.inputs), code
 
@@ -367,11 +356,12 @@ import numpy as np
 
 
 def _dtype(name):
-    if name.startswith(("bfloat16", "float8")):
+    try:
+        return np.dtype(name)
+    except TypeError:  # bfloat16, float8_*, float4_*, int4, uint4, ...: ml_dtypes
         import ml_dtypes
 
         return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
 
 
 def _arrays(text):

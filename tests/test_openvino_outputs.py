@@ -68,3 +68,27 @@ def test_ov_torch_feeds_only_the_parameters_openvino_kept() -> None:
     assert converted.input_indices == []
     (out,) = target.run(target.compile(converted), built.inputs)
     assert out.shape == (0,) and out.dtype == np.float32
+
+
+def test_ov_reproducer_decodes_raw_bit_outputs_like_the_target(tmp_path) -> None:
+    """The reproducer reads OpenVINO's outputs with the target's own decoder: an INT4 Cast that
+    passes in Opera runs clean on its own (exit 0, 25 int4 values compared, not 13 packed bytes)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from opera.corpus import CorpusReader
+    from opera.outcomes import Outcome, Stage, TestResult
+    from opera.reproducers import write_reproducer
+    from opera.targets import get_target
+
+    corpus = Path(__file__).resolve().parents[1] / "harvested" / "onnx.jsonl.gz"
+    inst = next(i for i in CorpusReader([corpus]) if i.source.test == "test_cast_FLOAT_to_INT4")
+    result = TestResult(
+        instance_id=inst.id, api=inst.api, target="ov-onnx", outcome=Outcome.INCONSISTENT, stage=Stage.RUN
+    )
+    path = write_reproducer(inst, get_target("ov-onnx"), result, tmp_path)
+    assert path is not None and "import opera" not in path.read_text()
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "output 0: int4[5, 5] chebyshev distance 0" in proc.stdout
