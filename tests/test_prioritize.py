@@ -448,6 +448,42 @@ def test_measure_tvm_onnx_coverage(tmp_path: Path) -> None:
     assert order[0] == max((relu, conv), key=lambda i: len(cov[i.id])).id
 
 
+def test_coverage_of_any_target_only_the_runs_instances(tmp_path: Path) -> None:
+    """tvm-keras: the target's declared frontend path is measured, and --store/--run keeps exactly
+    the instances that run planned for the target."""
+    pytest.importorskip("tvm.relax.frontend.tflite")
+    pytest.importorskip("keras")
+    from _run_fixtures import keras_dense, relus
+
+    from opera.prioritize.coverage_data import load_coverage
+    from opera.prioritize.coverage_data import main as coverage_main
+    from opera.runner import RunConfig, start_run
+
+    dense, planned_elsewhere = keras_dense(), relus(1)[0]
+    corpus = tmp_path / "c.jsonl"
+    write_corpus(corpus, [dense, planned_elsewhere])
+    store = tmp_path / "s.db"
+    start_run(
+        RunConfig(corpus=[str(corpus)], targets=["test-wrong"], store=str(store), workers=1),
+        show_progress=False,
+    )
+    out = tmp_path / "cov.json"
+    # run 1 planned only the onnx Relu (test-wrong is an onnx target): no keras instance is kept
+    assert (
+        coverage_main(
+            [str(corpus), "--target", "tvm-keras", "--store", str(store), "--run", "1", "-o", str(out)]
+        )
+        == 0
+    )
+    assert load_coverage(out) == {}
+    assert coverage_main([str(corpus), "--target", "tvm-keras", "-o", str(out)]) == 0
+    cov = load_coverage(out)
+    assert set(cov) == {dense.id} and cov[dense.id]
+    (include,) = json.loads(out.read_text())["include"]
+    assert include.endswith("tvm/relax/frontend/tflite")  # the target's frontend, nothing else
+    assert all((Path(include) / line.rsplit(":", 1)[0]).is_file() for line in cov[dense.id])
+
+
 def test_instances_the_validity_gate_rejected_go_last() -> None:
     """Known before any test runs: a rejected instance would only spend an early position."""
     good = [onnx("LeakyRelu", alpha=a) for a in (5, -1)]

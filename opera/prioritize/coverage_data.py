@@ -32,7 +32,7 @@ from typing import Any
 
 from opera.errors import OperaError
 
-__all__ = ["COVERAGE_COMMAND", "CoverageDataMissing", "frontend_dirs", "load_coverage", "main", "measure", "measure_tvm_onnx"]
+__all__ = ["COVERAGE_COMMAND", "CoverageDataMissing", "frontend_dirs", "load_coverage", "main", "measure"]
 
 COVERAGE_COMMAND = "python -m opera.prioritize.coverage_data CORPUS... --target TARGET -o COVERAGE.json"
 
@@ -134,10 +134,6 @@ def measure(target_name: str, instances: Iterable[object], *, progress: bool = T
         tests[inst.id] = lines
     bar.close()
     return {"include": [str(d) for d in dirs], "tests": tests, "failed": failed}
-
-
-def measure_tvm_onnx(instances: Iterable[object], *, progress: bool = True) -> dict[str, object]:
-    return measure("tvm-onnx", instances, progress=progress)
 
 
 def _run_instance_ids(store: str, run: int, target: str) -> set[str]:
