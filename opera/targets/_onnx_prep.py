@@ -98,9 +98,9 @@ def prepare_onnx(
         graph.input.extend(kept)
         for name, arr in frozen.items():
             graph.initializer.append(numpy_helper.from_array(arr, name=name))
-    frozen.update({name: np.empty(0) for name in sequences})
-    runtime_names = [n for n in names if n not in frozen]
-    runtime_indices = [i for i, n in enumerate(names) if n not in frozen]
+    constant = set(frozen) | set(sequences)
+    runtime_names = [n for n in names if n not in constant]
+    runtime_indices = [i for i, n in enumerate(names) if n not in constant]
     shapes = {names[i]: tuple(np.shape(inputs[i])) for i in runtime_indices}
     return PreparedOnnx(prepared, runtime_names, runtime_indices, shapes)
 
