@@ -110,20 +110,13 @@ def default_targets() -> list[str]:
 def _resolve(names: list[str], check_here: bool = True) -> dict[str, str]:
     """target -> the source library it consumes; unknown or unavailable targets are errors
     (``check_here=False``: a cluster executor checks availability on its nodes)."""
-    from opera.targets import get_target
+    from opera.runner import _resolve_targets
 
     if not names:
         names = default_targets()
         if not names:
             raise OperaError("no CPU target is installed here (see `opera targets`); name one with --target")
-    libraries = {}
-    for name in dict.fromkeys(names):
-        target = get_target(name)
-        reason = target.availability() if check_here else None
-        if reason is not None:
-            raise OperaError(f"target {name} is not available here: {reason}")
-        libraries[name] = target.library
-    return libraries
+    return {name: target.library for name, target in _resolve_targets(names, check_here).items()}
 
 
 def _read_corpus(paths: list[str]) -> tuple[dict[str, list[str]], dict[str, list[OperatorInstance]]]:
