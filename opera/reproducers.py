@@ -46,24 +46,27 @@ def _prepared_onnx(built: SingleOpModel) -> tuple[bytes, list[np.ndarray], int |
     return bytes(prepared.model.SerializeToString()), prepared.select(built.inputs), opset  # type: ignore[attr-defined]
 
 
-_TVM_RUN = """\
-import tvm
-from tvm import relax
-executable = tvm.compile(mod, target="llvm")
-vm = relax.VirtualMachine(executable, tvm.cpu())
-result = vm["main"](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in INPUTS])
+def _tvm_run() -> str:
+    """Compile and run on the Relax VM, and flatten the outputs as the tvm targets do (their own
+    source: a ``tvm_ffi.Shape`` is one int64 tensor, containers are walked in order)."""
+    import inspect
 
-def _flatten(value):
-    if hasattr(value, "numpy"):
-        return [value.numpy()]
-    if type(value).__name__ == "Shape":  # tvm_ffi.Shape (a tuple subclass): one int64 tensor
-        return [np.asarray(list(value), dtype=np.int64)]
-    if isinstance(value, (list, tuple)) or type(value).__name__ in ("Array", "ADT", "Tuple"):
-        return [y for item in value for y in _flatten(item)]
-    return [np.asarray(value)]
+    from opera.targets import _artifacts
+    from opera.targets import tvm as tvm_target
 
-outputs = _flatten(result)
-"""
+    helpers = (_artifacts._is_tvm_shape, _artifacts._is_iterable_container, _artifacts.flatten_outputs)
+    return (
+        "from collections.abc import Iterable\n"
+        "from typing import Any\n"
+        "import tvm\n"
+        "from tvm import relax\n"
+        'executable = tvm.compile(mod, target="llvm")\n'
+        "vm = relax.VirtualMachine(executable, tvm.cpu())\n"
+        "result = vm['main'](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in INPUTS])\n\n"
+        + "".join(inspect.getsource(f) for f in (*helpers, tvm_target._tvm_to_numpy))
+        + "\noutputs = flatten_outputs(result, to_numpy=_tvm_to_numpy)\n"
+    )
+
 
 def _ov_run() -> str:
     """Compile, run, and read the outputs as the ov targets do: the decoding of OpenVINO's raw-bit
@@ -91,7 +94,7 @@ def _tvm_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
     code = (
         "import onnx\nfrom tvm.relax.frontend.onnx import from_onnx\n"
         "model = onnx.load_from_string(ARTIFACT)\n"
-        f"mod = from_onnx(model, opset={opset!r}, keep_params_in_input=False)\n" + _TVM_RUN
+        f"mod = from_onnx(model, opset={opset!r}, keep_params_in_input=False)\n" + _tvm_run()
     )
     return artifact, inputs, code
 
@@ -133,7 +136,7 @@ def _to_torch(x):
 def _tvm_torch_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
     code = (
         _TORCH_LOAD + "from tvm.relax.frontend.torch import from_exported_program\n"
-        "mod = from_exported_program(program, unwrap_unit_return_tuple=True)\n" + _TVM_RUN
+        "mod = from_exported_program(program, unwrap_unit_return_tuple=True)\n" + _tvm_run()
     )
     return _exported_program(built), list(built.inputs), code
 
@@ -265,7 +268,7 @@ def _tvm_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
     inputs = [built.inputs[i] for i in input_indices] if input_indices is not None else list(built.inputs)
     code = (
         "import tflite\nfrom tvm.relax.frontend.tflite import from_tflite\n"
-        "mod = from_tflite(tflite.Model.GetRootAsModel(ARTIFACT, 0))\n" + _TVM_RUN
+        "mod = from_tflite(tflite.Model.GetRootAsModel(ARTIFACT, 0))\n" + _tvm_run()
     )
     if output_order is not None:
         code += f"outputs = [outputs[i] for i in {output_order!r}]\n"

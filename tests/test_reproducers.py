@@ -78,3 +78,23 @@ def test_inductor_reproducer_of_a_module_runs_and_matches(tmp_path) -> None:
     proc = _run(path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "not reproduced" in proc.stdout and "chebyshev distance" in proc.stdout
+
+
+def test_tvm_reproducer_flattens_outputs_like_the_target(tmp_path) -> None:
+    """ONNX Shape returns a tvm_ffi.Shape (a tuple subclass): the reproducer uses the target's own
+    flattening, so a Shape that passes in Opera is one int64[1] output on its own, not 1 scalar."""
+    pytest.importorskip("tvm")
+    from pathlib import Path
+
+    from opera.corpus import CorpusReader
+
+    corpus = Path(__file__).resolve().parents[1] / "harvested" / "onnx.jsonl.gz"
+    inst = next(i for i in CorpusReader([corpus]) if i.source.test == "test_shape_start_negative_1")
+    result = TestResult(
+        instance_id=inst.id, api=inst.api, target="tvm-onnx", outcome=Outcome.INCONSISTENT, stage=Stage.RUN
+    )
+    path = write_reproducer(inst, get_target("tvm-onnx"), result, tmp_path)
+    assert path is not None and "import opera" not in path.read_text()
+    proc = _run(path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "output 0: int64[1] chebyshev distance 0" in proc.stdout
