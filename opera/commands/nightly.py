@@ -7,7 +7,12 @@ import argparse
 import glob
 import sys
 
-from opera.commands.run import _size, add_executor_arguments, check_executor_arguments
+from opera.commands.run import (
+    add_executor_arguments,
+    add_worker_arguments,
+    check_executor_arguments,
+    worker_fields,
+)
 from opera.errors import OperaError
 from opera.runner import parse_duration
 
@@ -41,17 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--output", metavar="DIR", help="report directory (default: STORE.d/nightly/NUMBER)"
     )
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
-    parser.add_argument("--timeout", default=None, help="per-test timeout (default 60s)")
-    parser.add_argument("--max-rss", default=None, help="per-worker memory limit, e.g. 4G")
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed for inputs, weights and strategies (default 0)"
-    )
-    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/oracles.toml)")
-    parser.add_argument(
-        "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
-    )
-    parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
+    add_worker_arguments(parser, seed_help="seed for inputs, weights and strategies (default 0)")
     add_executor_arguments(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
 
@@ -89,15 +84,7 @@ def run(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         equipped=equipped,
         out_dir=args.output,
-        workers=args.workers or 0,
-        timeout_s=timeout if timeout is not None else 60.0,
-        seed=args.seed,
-        max_rss_bytes=_size(args.max_rss) if args.max_rss else None,
-        oracle_config=args.oracle_config,
-        unsupported_config=args.unsupported_config,
-        reproducers=not args.no_reproducers,
-        executor=args.executor or "local",
-        address=args.address,
+        **worker_fields(args, timeout),
     )
     try:
         outcome = run_nightly(config, show_progress=not args.quiet)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
 from opera.errors import OperaError
 from opera.runner import RunConfig, parse_duration, resume_run, start_run
@@ -41,6 +42,39 @@ def check_executor_arguments(args: argparse.Namespace) -> None:
         raise OperaError("--address needs --executor ray")
 
 
+def add_worker_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None:
+    """--workers ... --no-reproducers: how each test runs (also used by `opera nightly`)."""
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    parser.add_argument("--timeout", default=None, help="per-test timeout (default 60s)")
+    parser.add_argument(
+        "--max-rss",
+        default=None,
+        help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/oracles.toml)")
+    parser.add_argument(
+        "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
+    )
+    parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
+
+
+def worker_fields(args: argparse.Namespace, timeout_s: float | None) -> dict[str, Any]:
+    """The ``RunConfig`` / ``NightlyConfig`` fields set by ``add_worker_arguments`` and
+    ``add_executor_arguments`` (``timeout_s``: the parsed --timeout, None when not given)."""
+    return {
+        "timeout_s": timeout_s if timeout_s is not None else 60.0,
+        "workers": args.workers or 0,
+        "seed": args.seed,
+        "max_rss_bytes": _size(args.max_rss) if args.max_rss else None,
+        "oracle_config": args.oracle_config,
+        "unsupported_config": args.unsupported_config,
+        "reproducers": not args.no_reproducers,
+        "executor": args.executor or "local",
+        "address": args.address,
+    }
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", nargs="*", help="corpus files (.jsonl / .jsonl.gz); not with --resume")
     parser.add_argument(
@@ -52,21 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, help="run only the first N instances (after ordering)")
     parser.add_argument("--budget", help="stop starting tests after this long: 90s, 30m, 2h, 1h30m")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
-    parser.add_argument("--timeout", default=None, help="per-test timeout (default 60s)")
-    parser.add_argument(
-        "--max-rss",
-        default=None,
-        help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed for generated inputs and weights (default 0)"
-    )
-    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/oracles.toml)")
-    parser.add_argument(
-        "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
-    )
-    parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
+    add_worker_arguments(parser, seed_help="seed for generated inputs and weights (default 0)")
     parser.add_argument(
         "--resume",
         type=int,
@@ -116,18 +136,10 @@ def run(args: argparse.Namespace) -> int:
             corpus=list(args.corpus),
             targets=list(args.target),
             store=args.store,
-            seed=args.seed,
-            timeout_s=timeout if timeout is not None else 60.0,
-            workers=args.workers or 0,
             limit=args.limit,
             order=args.order,
             budget_s=budget,
-            max_rss_bytes=_size(args.max_rss) if args.max_rss else None,
-            oracle_config=args.oracle_config,
-            unsupported_config=args.unsupported_config,
-            reproducers=not args.no_reproducers,
-            executor=args.executor or "local",
-            address=args.address,
+            **worker_fields(args, timeout),
         )
         summary = start_run(config, show_progress=not args.quiet)
     print(summary.render(args.store))
