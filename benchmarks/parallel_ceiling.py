@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import runner_overhead  # noqa: E402
+from _common import add_sample_arguments, write_sample  # noqa: E402
 
 _CHILD = (
     "import sys; sys.path.insert(0, sys.argv[3]); import runner_overhead as ro; "
@@ -51,17 +51,13 @@ def _run(files: list[Path], target: str) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="harvested/onnx.jsonl.gz")
-    parser.add_argument("--target", "-t", default="ov-onnx")
-    parser.add_argument("-n", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reps", type=int, default=2)
+    add_sample_arguments(parser, n=1000, reps=2)
     args = parser.parse_args()
     from opera.corpus import CorpusReader, CorpusWriter
 
     with tempfile.TemporaryDirectory(prefix="opera-ceiling-") as tmp:
         whole = Path(tmp) / "all.jsonl"
-        runner_overhead.write_sample(args.corpus, args.n, args.seed, whole)
+        write_sample(args.corpus, args.n, args.seed, whole)
         instances = list(CorpusReader([whole]))
         halves = [Path(tmp) / f"half{k}.jsonl" for k in range(2)]
         for k, path in enumerate(halves):

@@ -35,12 +35,13 @@ import os
 import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import add_sample_arguments, load, save_row, spawn, write_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results" / "ray_throughput.json"
@@ -110,35 +111,7 @@ def one(mode: str, sample: str, target: str, seed: int) -> None:
     print("RESULT " + json.dumps({**row, **steady, "outcomes": counts}), flush=True)
 
 
-def _spawn(mode: str, sample: str, target: str, seed: int) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--one",
-        mode,
-        "--sample",
-        sample,
-        "--target",
-        target,
-        "--seed",
-        str(seed),
-    ]
-    env = {**os.environ, "CI": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}  # CI=true: no OpenVINO telemetry
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{mode} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT ") :])
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
 def measure(corpus: str, target: str, n: int, seed: int, reps: int) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from runner_overhead import write_sample
-
     with tempfile.TemporaryDirectory(prefix="opera-ray-bench-sample-") as tmp:
         sample = str(Path(tmp) / "sample.jsonl.gz")
         size = write_sample(corpus, n, seed, Path(sample))
@@ -147,9 +120,9 @@ def measure(corpus: str, target: str, n: int, seed: int, reps: int) -> dict[str,
         for rep in range(reps):
             order = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
             for mode in order:
-                before = _load()
-                row = _spawn(mode, sample, target, seed)
-                row["load_before"], row["load_after"] = before, _load()
+                before = load()
+                row = spawn(__file__, mode, sample, target, seed)
+                row["load_before"], row["load_after"] = before, load()
                 runs[mode].append(row)
                 log.append({"rep": rep + 1, "mode": mode, **row})
                 print(
@@ -216,11 +189,7 @@ def render(row: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="harvested/onnx.jsonl.gz")
-    parser.add_argument("--target", "-t", default="ov-onnx")
-    parser.add_argument("-n", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reps", type=int, default=2)
+    add_sample_arguments(parser, n=200, reps=2)
     parser.add_argument("--one", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--sample", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -229,11 +198,7 @@ def main() -> None:
         return
     row = measure(args.corpus, args.target, args.n, args.seed, args.reps)
     print(render(row))
-    rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
-    key = (row["corpus"], row["target"], row["n"], row["seed"])
-    rows = [r for r in rows if (r["corpus"], r["target"], r["n"], r["seed"]) != key] + [row]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
+    save_row(RESULTS, row, ("corpus", "target", "n", "seed"))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import save_row
+
 RESULTS = Path(__file__).resolve().parent / "results" / "runner_throughput.json"
 
 
@@ -67,11 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     row = measure(args.corpus, args.target, args.limit, args.workers)
     print(json.dumps(row, indent=2))
-    rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
-    key = (row["corpus"], row["targets"], row["limit"], row["workers"])
-    rows = [r for r in rows if (r["corpus"], r["targets"], r["limit"], r["workers"]) != key] + [row]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
+    save_row(RESULTS, row, ("corpus", "targets", "limit", "workers"))
 
 
 if __name__ == "__main__":
