@@ -37,20 +37,14 @@ class ValidityLearner:
     accepted: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     kind_tried: Counter[tuple[str, str]] = field(default_factory=Counter)  # (api, kind)
     kind_accepted: Counter[tuple[str, str]] = field(default_factory=Counter)
-    library_tried: Counter[tuple[str, str]] = field(
-        default_factory=Counter
-    )  # (library, kind): reporting only
-    library_accepted: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def record(self, library: str, api: str, choice: Choice, valid: bool) -> None:
         key = (api, choice.parameter, choice.kind)
         self.tried[key] += 1
         self.kind_tried[(api, choice.kind)] += 1
-        self.library_tried[(library, choice.kind)] += 1
         if valid:
             self.accepted[key] += 1
             self.kind_accepted[(api, choice.kind)] += 1
-            self.library_accepted[(library, choice.kind)] += 1
 
     def acceptance(self, library: str, api: str, choice: Choice) -> float:
         """Estimated share of mutants of this choice that the library accepts."""
@@ -65,11 +59,3 @@ class ValidityLearner:
     def choose(self, rng: random.Random, choices: Sequence[Choice], library: str, api: str) -> Choice:
         weights = [self.weight(library, api, c) for c in choices]
         return rng.choices(list(choices), weights=weights, k=1)[0]
-
-    def rejection_rates(self, library: str) -> dict[str, tuple[int, float]]:
-        """kind -> (mutants tried, share rejected) over one library, for the summary."""
-        return {
-            kind: (n, 1 - self.library_accepted[(lib, kind)] / n)
-            for (lib, kind), n in sorted(self.library_tried.items())
-            if lib == library and n
-        }

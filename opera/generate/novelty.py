@@ -29,10 +29,6 @@ class NoveltyMeter:
         """Count ``inst`` (a human-written instance) as covered."""
         self._covered.setdefault(operator_key(inst), set()).update(self._elements(inst))
 
-    def new_elements(self, inst: OperatorInstance) -> int:
-        covered = self._covered.get(operator_key(inst), set())
-        return sum(1 for e in self._elements(inst) if e not in covered)
-
     def is_new(self, inst: OperatorInstance) -> bool:
         covered = self._covered.get(operator_key(inst), set())
         return any(e not in covered for e in self._elements(inst))
