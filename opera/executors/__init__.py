@@ -10,6 +10,7 @@ going with the other tests.
 from __future__ import annotations
 
 import importlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,6 +24,7 @@ __all__ = [
     "ExecutorFactory",
     "ExecutorRequest",
     "TaskOutcome",
+    "TaskQueue",
     "TestTask",
     "WorkerSettings",
     "prepare_executor",
@@ -65,6 +67,67 @@ class TaskOutcome:
     result: TestResult | None = None  # kind="test"
     reproducer: str | None = None  # a reproducer file the worker wrote (temporary name)
     extra: dict[str, object] = field(default_factory=dict)
+
+
+class TaskQueue:
+    """The tasks an executor holds until a worker is free, per target: a reproducer request
+    goes ahead of its target's tests; a worker keeps to the target it ran last while that one
+    has tasks (its imports and caches stay warm)."""
+
+    def __init__(self) -> None:
+        self._by_target: dict[str, deque[TestTask]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, task: TestTask) -> None:
+        queue = self._by_target.setdefault(task.target, deque())
+        if task.kind == "reproduce":
+            queue.appendleft(task)
+        else:
+            queue.append(task)
+        self._count += 1
+
+    def put_back(self, task: TestTask) -> None:
+        """A task whose worker was lost: first in line again."""
+        self._by_target.setdefault(task.target, deque()).appendleft(task)
+        self._count += 1
+
+    def targets(self) -> list[str]:
+        """The targets that have tasks waiting."""
+        return [t for t, q in self._by_target.items() if q]
+
+    def take(
+        self,
+        affinity: str | None,
+        taken: set[str],
+        allowed: Callable[[str], bool] = lambda target: True,
+        rank: Callable[[str], Any] = lambda target: 0,
+    ) -> TestTask | None:
+        """The next task for a worker that last ran ``affinity``: more of that target, else the
+        target whose first task is the earliest planned (reproducers first) among those not
+        ``taken`` by other workers (any when all are), lowest ``rank`` before that; only targets
+        ``allowed`` on this worker."""
+        target: str | None = None
+        if affinity and self._by_target.get(affinity) and allowed(affinity):
+            target = affinity
+        else:
+            options = [
+                (rank(t), q[0].seq if q[0].kind == "test" else -1, t)
+                for t, q in self._by_target.items()
+                if q and allowed(t)
+            ]
+            if not options:
+                return None
+            free = [o for o in options if o[2] not in taken]
+            target = min(free or options)[2]
+        self._count -= 1
+        return self._by_target[target].popleft()
+
+    def clear(self) -> None:
+        self._by_target.clear()
+        self._count = 0
 
 
 class Executor(Protocol):

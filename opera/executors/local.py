@@ -26,14 +26,20 @@ import os
 import signal
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from opera.errors import OperaError
-from opera.executors import ExecutorFactory, ExecutorRequest, TaskOutcome, TestTask, WorkerSettings
+from opera.executors import (
+    ExecutorFactory,
+    ExecutorRequest,
+    TaskOutcome,
+    TaskQueue,
+    TestTask,
+    WorkerSettings,
+)
 from opera.outcomes import Stage
 
 __all__ = ["LocalExecutor", "default_max_rss_bytes", "prepare"]
@@ -156,8 +162,7 @@ class LocalExecutor:
         self.settings = settings
         self._ctx = mp.get_context("spawn")
         self._slots = [_Slot(i) for i in range(workers)]
-        self._pending: dict[str, deque[TestTask]] = {}
-        self._queued = 0
+        self._queue = TaskQueue()
         self._finished: list[TaskOutcome] = []
         self._last_watch = 0.0
         self.replaced = 0  # workers replaced after a death, hang or memory kill
@@ -168,19 +173,14 @@ class LocalExecutor:
 
     # ---- Executor protocol ------------------------------------------------------------------
     def submit(self, task: TestTask) -> None:
-        queue = self._pending.setdefault(task.target, deque())
-        if task.kind == "reproduce":
-            queue.appendleft(task)
-        else:
-            queue.append(task)
-        self._queued += 1
+        self._queue.add(task)
 
     def free_slots(self) -> int:
         # Keep a few tasks per worker queued so that each worker can find tests of its target.
-        return max(0, 4 * len(self._slots) - self._queued)
+        return max(0, 4 * len(self._slots) - len(self._queue))
 
     def in_flight(self) -> int:
-        return self._queued + sum(1 for s in self._slots if s.task is not None)
+        return len(self._queue) + sum(1 for s in self._slots if s.task is not None)
 
     def poll(self, timeout_s: float) -> list[TaskOutcome]:
         end = time.monotonic() + max(0.0, timeout_s)
@@ -217,8 +217,7 @@ class LocalExecutor:
                     slot.conn.send(None)  # type: ignore[union-attr]
                 slot.process.join(timeout=2)
             self._kill(slot)
-        self._pending.clear()
-        self._queued = 0
+        self._queue.clear()
 
     # ---- internals --------------------------------------------------------------------------
     def _start(self, slot: _Slot) -> None:
@@ -270,25 +269,14 @@ class LocalExecutor:
         self._kill(slot)
         self.recycled += 1
 
-    def _take_task(self, slot: _Slot) -> TestTask | None:
-        if slot.affinity and self._pending.get(slot.affinity):
-            return self._pending[slot.affinity].popleft()
-        taken = {s.affinity for s in self._slots if s is not slot and s.affinity}
-        candidates = [(q[0].seq if q[0].kind == "test" else -1, t) for t, q in self._pending.items() if q]
-        if not candidates:
-            return None
-        free = [c for c in candidates if c[1] not in taken]
-        _, target = min(free or candidates)
-        return self._pending[target].popleft()
-
     def _dispatch(self) -> None:
         for slot in self._slots:
-            if slot.task is not None or self._queued == 0:
+            if slot.task is not None or not self._queue:
                 continue
-            task = self._take_task(slot)
+            taken = {s.affinity for s in self._slots if s is not slot and s.affinity}
+            task = self._queue.take(slot.affinity, taken)
             if task is None:
                 continue
-            self._queued -= 1
             if slot.process is not None and self._bloated(slot):
                 self._retire(slot)
             if slot.process is None or not slot.process.is_alive():
@@ -381,8 +369,7 @@ class LocalExecutor:
         self._kill(slot)
         slot.task = None
         self._startup_failures += 1
-        self._pending.setdefault(task.target, deque()).appendleft(task)
-        self._queued += 1
+        self._queue.put_back(task)
         if self._startup_failures >= 3:
             where = f"; see {slot.log_path}" if slot.log_path else ""
             raise OperaError(f"worker processes exit at start-up (exit code {code}){where}")

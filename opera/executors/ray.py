@@ -44,13 +44,19 @@ import socket
 import sys
 import tempfile
 import time
-from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from opera.errors import OperaError
-from opera.executors import ExecutorFactory, ExecutorRequest, TaskOutcome, TestTask, WorkerSettings
+from opera.executors import (
+    ExecutorFactory,
+    ExecutorRequest,
+    TaskOutcome,
+    TaskQueue,
+    TestTask,
+    WorkerSettings,
+)
 
 __all__ = ["ClusterPlan", "NodeReport", "RayExecutor", "connect", "prepare", "probe_nodes"]
 
@@ -395,8 +401,7 @@ class RayExecutor:
                 self._configs[key] = Path(path).read_text(encoding="utf-8")
         self._actors = [_Actor(i, gpu=True) for i in range(plan.gpu_actors)]
         self._actors += [_Actor(plan.gpu_actors + i, gpu=False) for i in range(plan.cpu_actors)]
-        self._pending: dict[str, deque[TestTask]] = {}
-        self._queued = 0
+        self._queue = TaskQueue()
         self._finished: list[TaskOutcome] = []
         self._losses: dict[tuple[str, str, str], int] = {}
         self._deaths_in_a_row = 0
@@ -411,18 +416,13 @@ class RayExecutor:
 
     # ---- Executor protocol ------------------------------------------------------------------
     def submit(self, task: TestTask) -> None:
-        queue = self._pending.setdefault(task.target, deque())
-        if task.kind == "reproduce":
-            queue.appendleft(task)
-        else:
-            queue.append(task)
-        self._queued += 1
+        self._queue.add(task)
 
     def free_slots(self) -> int:
-        return max(0, 2 * len(self._actors) - self._queued)
+        return max(0, 2 * len(self._actors) - len(self._queue))
 
     def in_flight(self) -> int:
-        return self._queued + sum(1 for a in self._actors if a.task is not None)
+        return len(self._queue) + sum(1 for a in self._actors if a.task is not None)
 
     def poll(self, timeout_s: float) -> list[TaskOutcome]:
         ray = _ray()
@@ -460,8 +460,7 @@ class RayExecutor:
                 ray.wait(closing, num_returns=len(closing), timeout=5)
         for actor in self._actors:
             self._kill(actor)
-        self._pending.clear()
-        self._queued = 0
+        self._queue.clear()
 
     # ---- internals --------------------------------------------------------------------------
     def _start(self, actor: _Actor) -> None:
@@ -535,8 +534,7 @@ class RayExecutor:
         self._losses[key] = self._losses.get(key, 0) + 1
         if self._losses[key] < _LOSSES_BEFORE_BLAME:
             self.rescheduled += 1
-            self._pending.setdefault(task.target, deque()).appendleft(task)
-            self._queued += 1
+            self._queue.put_back(task)
             return
         message = (
             f"{self._losses[key]} Ray actors were lost in turn while running this test "
@@ -562,32 +560,21 @@ class RayExecutor:
         return str(path)
 
     def _take_task(self, actor: _Actor) -> TestTask | None:
-        def allowed(target: str) -> bool:
-            return self.plan.may_run(actor.node, target, actor.gpu)
-
-        if actor.affinity and self._pending.get(actor.affinity) and allowed(actor.affinity):
-            return self._pending[actor.affinity].popleft()
         taken = {a.affinity for a in self._actors if a is not actor and a.affinity}
-        # GPU actors take GPU tests first; then the earliest planned test, reproducers before all
-        options = [
-            ((t in self.plan.gpu_targets) != actor.gpu, q[0].seq if q[0].kind == "test" else -1, t)
-            for t, q in self._pending.items()
-            if q and allowed(t)
-        ]
-        if not options:
-            return None
-        free = [o for o in options if o[2] not in taken]
-        target = min(free or options)[2]
-        return self._pending[target].popleft()
+        return self._queue.take(
+            actor.affinity,
+            taken,
+            allowed=lambda target: self.plan.may_run(actor.node, target, actor.gpu),
+            rank=lambda target: (target in self.plan.gpu_targets) != actor.gpu,  # GPU actors: GPU tests first
+        )
 
     def _dispatch(self) -> None:
         for actor in self._actors:
-            if not actor.ready or actor.task is not None or self._queued == 0:
+            if not actor.ready or actor.task is not None or not self._queue:
                 continue
             task = self._take_task(actor)
             if task is None:
                 continue
-            self._queued -= 1
             actor.task, actor.affinity, actor.started = task, task.target, time.monotonic()
             actor.ref = actor.handle.run.remote(task)
 
@@ -599,19 +586,14 @@ class RayExecutor:
                 self._requeue_lost(actor, actor.task, f"no answer from the actor after {limit:g} s")
         # Queued tests that no live actor may run (their nodes are gone): wait for a replacement
         # to start, but not forever.
-        runnable = any(
-            a.ready and self.plan.may_run(a.node, t, a.gpu)
-            for a in self._actors
-            for t, q in self._pending.items()
-            if q
-        )
+        waiting = self._queue.targets()
+        runnable = any(a.ready and self.plan.may_run(a.node, t, a.gpu) for a in self._actors for t in waiting)
         busy = any(a.task is not None for a in self._actors)
-        if self._queued and not runnable and not busy:
+        if waiting and not runnable and not busy:
             self._stuck_since = self._stuck_since or now
             if now - self._stuck_since > _NO_ACTOR_PATIENCE_S:
-                waiting = ", ".join(sorted(t for t, q in self._pending.items() if q))
                 raise OperaError(
-                    f"no live node of the Ray cluster at {self.plan.where} can run {waiting} "
+                    f"no live node of the Ray cluster at {self.plan.where} can run {', '.join(sorted(waiting))} "
                     f"for {_NO_ACTOR_PATIENCE_S:g} s (nodes lost?){'; last error: ' + self._last_error if self._last_error else ''}"
                 )
         else:
