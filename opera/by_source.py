@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opera.generate.driver import GENERATED_SUITE
+from opera.generate import is_generated_suite
 from opera.outcomes import Outcome, TestResult
 
 __all__ = ["HUMAN", "TOOL", "SourceBreakdown", "SourceFigures", "breakdown_by_source", "source_of"]
@@ -24,7 +24,7 @@ TOOL = "generated"
 
 def source_of(suite: str) -> str:
     """``generated`` for the generator's suite, ``human`` for every harvested one."""
-    return TOOL if suite == GENERATED_SUITE else HUMAN
+    return TOOL if is_generated_suite(suite) else HUMAN
 
 
 @dataclass
