@@ -45,16 +45,13 @@ class BudgetClock:
 
     budget_s: float
     started: float = field(default_factory=time.monotonic)
-    shares: dict[str, float] = field(default_factory=dict)
 
     def remaining(self) -> float:
         return max(0.0, self.budget_s - (time.monotonic() - self.started))
 
     def share(self, target: str, targets_left: int) -> float:
         """The budget of ``target`` when ``targets_left`` targets (itself included) have yet to run."""
-        share = max(MIN_SHARE_S, self.remaining() / max(1, targets_left))
-        self.shares[target] = share
-        return share
+        return max(MIN_SHARE_S, self.remaining() / max(1, targets_left))
 
 
 def _fmt(seconds: float) -> str:
