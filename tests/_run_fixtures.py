@@ -136,3 +136,17 @@ def write(path: Path, instances: list[OperatorInstance]) -> Path:
         for inst in instances:
             writer.write(inst)
     return path
+
+
+def results_so_far(store: Path) -> int:
+    """Results a (possibly running, possibly killed) run has committed, read without locking it."""
+    import sqlite3
+
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.OperationalError:
+        return 0

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from _run_fixtures import add, fault, relus, tfidf, write
+from _run_fixtures import add, fault, relus, results_so_far, tfidf, write
 
 from opera.cli import main
 from opera.outcomes import Outcome
@@ -20,17 +19,6 @@ from opera.store import ResultStore
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 OPERA = [sys.executable, "-m", "opera.cli"]
-
-
-def _count(store: Path) -> int:
-    try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
-        try:
-            return int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
-        finally:
-            db.close()
-    except sqlite3.OperationalError:
-        return 0
 
 
 def _children(pid: int) -> list[int]:
@@ -67,12 +55,12 @@ def test_sigkill_mid_run_then_resume_runs_each_test_exactly_once(tmp_path, capsy
     ]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while _count(store) < 8 and time.monotonic() < deadline and proc.poll() is None:
+    while results_so_far(store) < 8 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     workers = _children(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    done_before = _count(store)
+    done_before = results_so_far(store)
     assert 8 <= done_before < 40, f"the run was not killed mid-way ({done_before} results)"
     assert workers, "no worker processes seen"
     time.sleep(1.0)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _run_fixtures import fault, relus, write
+from _run_fixtures import fault, relus, results_so_far, write
 
 ray = pytest.importorskip("ray", reason="ray is not installed (optional extra: pip install -e '.[ray]')")
 
@@ -162,17 +161,6 @@ def test_gpu_target_runs_only_on_the_gpu_node_and_targets_reports_per_node(
         cluster.remove_node(gpu_node)
 
 
-def _results(store: Path) -> int:
-    try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5)
-        try:
-            return int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
-        finally:
-            db.close()
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_driver_killed_then_resume_runs_each_test_once(cluster, tmp_path) -> None:
     corpus = write(tmp_path / "c.jsonl", [fault("slow", k) for k in range(24)])
     store = tmp_path / "s.db"
@@ -180,11 +168,11 @@ def test_driver_killed_then_resume_runs_each_test_once(cluster, tmp_path) -> Non
     cmd += ["--executor", "ray", "--address", cluster.address, "-q"]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while _results(store) < 4 and time.monotonic() < deadline and proc.poll() is None:
+    while results_so_far(store) < 4 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    before = _results(store)
+    before = results_so_far(store)
     assert 4 <= before < 24, f"the driver was not killed mid-run ({before} results)"
     assert main(["run", "--store", str(store), "--resume", "1", "-q"]) == 0  # executor ray, from the run
     with ResultStore(str(store)) as db:
@@ -211,7 +199,7 @@ def test_killing_a_worker_node_mid_run_loses_and_duplicates_nothing(cluster, tmp
 
     def kill_when_running() -> None:
         deadline = time.monotonic() + 120
-        while _results(store) < 6 and time.monotonic() < deadline:
+        while results_so_far(store) < 6 and time.monotonic() < deadline:
             time.sleep(0.05)
         cluster.remove_node(worker, allow_graceful=False)
 
