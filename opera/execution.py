@@ -1,5 +1,12 @@
 """Executing one test inside a worker: build -> reference (x2) -> convert -> compile -> run -> oracle.
 
+The oracle's verdicts (issue 11): ``pass`` / ``inconsistent`` where values are defined and the
+library's references agree; ``nondeterministic`` (the reference disagrees with itself: shapes and
+dtypes still compared, crashes still count), ``undefined`` (the outputs differ only where the
+operator's specification leaves them undefined, ``opera/undefined.py``), ``unstable-reference``
+(a second reference of the library disagrees with the first), ``harness-error`` (Opera's own code
+failed: input preparation, output decoding, comparison).
+
 This is the code every executor runs per task (the local pool's worker processes, a Ray actor
 later); it catches Python exceptions and turns them into verdicts. Native crashes, hangs and
 memory blow-ups cannot be caught here: the executor watching the worker records those
@@ -25,9 +32,11 @@ from opera.outcomes import Outcome, Stage, TestResult
 from opera.signature import (
     NATIVE_FRONTEND_COMPILERS,
     crash_signature,
+    harness_signature,
     inconsistency_signature,
     native_signature,
 )
+from opera.undefined import find_undefined, mask_undefined
 from opera.unsupported import UnsupportedPatterns, exception_text, load_unsupported
 
 __all__ = ["WorkerState", "dead_worker_result", "execute_task", "instance_size", "invalid_result"]
@@ -142,7 +151,7 @@ class _Context:
 def _execute_test(
     task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]
 ) -> tuple[TestResult, _Context | None]:
-    from opera.targets import ArtifactError
+    from opera.targets import ArtifactError, HarnessError
     from opera.templates import get_template
 
     state.load_configs()
@@ -173,16 +182,9 @@ def _execute_test(
     again = compare_outputs(
         reference, second, state.oracle, target=None, input_dtypes=_input_dtypes(pristine)
     )
-    if not again.consistent:
-        return (
-            finish(
-                Outcome.NONDETERMINISTIC,
-                Stage.REFERENCE,
-                distance=again.distance,
-                message=f"two reference runs disagree: {again.reason}",
-            ),
-            None,
-        )
+    # A reference that disagrees with itself (a random operator, uninitialized memory) still goes
+    # through the compiler: its crashes are findings; only count, shapes and dtypes are compared.
+    nondeterministic = None if again.consistent else again
     context = _Context(built, reference)
 
     # -- the compiler: convert, compile, run --------------------------------------------------
@@ -198,6 +200,8 @@ def _execute_test(
         outputs = target.run(compiled, _copies(pristine))
     except ArtifactError as exc:
         return finish(Outcome.INVALID, stage, message=_first_lines(f"artifact: {exc}")), None
+    except HarnessError as exc:
+        return _harness_error(finish, stage, exc, task.target), context
     except Exception as exc:
         text = exception_text(exc)
         matched = state.unsupported.match(exc, task.target, getattr(target, "compiler", ""))
@@ -219,40 +223,140 @@ def _execute_test(
     # -- the oracle ---------------------------------------------------------------------------
     report_stage(Stage.COMPARE)
     try:
-        verdict = compare_outputs(
-            reference,
-            outputs,
-            state.oracle,
+        return _judge(task, state, target, built, pristine, reference, outputs, nondeterministic, finish), context
+    except Exception as exc:  # Opera could not compare what it got back: our defect, said as such
+        wrapped = HarnessError(f"compare the outputs: {type(exc).__name__}: {exc}")
+        wrapped.__cause__ = exc
+        return _harness_error(finish, Stage.COMPARE, wrapped, task.target), context
+
+
+def _harness_error(finish: Callable[..., TestResult], stage: Stage, exc: Exception, target: str) -> TestResult:
+    tb = "".join(traceback.format_exception(exc.__cause__ or exc, limit=-8))
+    return finish(
+        Outcome.HARNESS_ERROR,
+        stage,
+        signature=harness_signature(exc, target),
+        message=_first_lines(f"Opera's own defect, not the compiler's: {exc}\n{tb}", 4000),
+    )
+
+
+def _judge(
+    task: TestTask,
+    state: WorkerState,
+    target: Any,
+    built: Any,
+    pristine: list[Any],
+    reference: list[np.ndarray],
+    outputs: list[np.ndarray],
+    nondeterministic: Any,
+    finish: Callable[..., TestResult],
+) -> TestResult:
+    """The verdict on outputs the compiler produced: pass, inconsistent, or one of the outcomes that
+    say the values could not be judged (nondeterministic, undefined, unstable-reference)."""
+    from opera.converters import converter_name
+    from opera.templates import get_template
+
+    assert state.oracle is not None
+    inst = task.instance
+    oracle = state.oracle
+
+    def compare(ref: list[np.ndarray], act: list[np.ndarray], values: bool = True) -> Any:
+        return compare_outputs(
+            ref,
+            act,
+            oracle,
             target=task.target,
             input_dtypes=_input_dtypes(pristine),
             tolerance=_tolerance(inst),
-            # A random operator the library ran reproducibly (a fixed seed): another
-            # implementation may draw other numbers from the same seed; judge shapes and dtypes.
-            compare_values=not state.oracle.is_random(inst.api),
+            compare_values=values,
         )
-    except Exception as exc:  # outputs of a kind numpy cannot compare: the target's fault
+
+    def inconsistent(verdict: Any, note: str = "") -> TestResult:
         return finish(
             Outcome.INCONSISTENT,
             Stage.COMPARE,
-            signature=inconsistency_signature(task.target, inst.api),
-            distance=float("inf"),
-            message=f"outputs not comparable: {exc}",
-        ), context
-    if verdict.consistent:
-        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance), None
-    from opera.converters import converter_name
-
-    converter = converter_name(target, built)
-    return (
-        finish(
-            Outcome.INCONSISTENT,
-            Stage.COMPARE,
-            signature=inconsistency_signature(task.target, inst.api, converter),
+            signature=inconsistency_signature(task.target, inst.api, converter_name(target, built)),
             distance=verdict.distance,
-            message=verdict.reason[:_MESSAGE_LIMIT],
-        ),
-        context,
+            message=(verdict.reason + note)[:_MESSAGE_LIMIT],
+        )
+
+    # A random operator (by specification) or a reference that disagrees with itself (a Comparison
+    # of the two reference runs): values are not comparable, the rest is.
+    if nondeterministic is not None or oracle.is_random(inst.api):
+        verdict = compare(reference, outputs, values=False)
+        if not verdict.consistent:
+            return inconsistent(verdict)
+        if nondeterministic is not None:
+            return finish(
+                Outcome.NONDETERMINISTIC,
+                Stage.COMPARE,
+                distance=nondeterministic.distance,
+                message=(
+                    f"two reference runs disagree: {nondeterministic.reason[: _MESSAGE_LIMIT // 2]}; "
+                    "the compiler's output count, shapes and dtypes match"
+                ),
+            )
+        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
+
+    undefined = find_undefined(
+        oracle.undefined,
+        inst.api,
+        dict(inst.kwargs),
+        dict(zip(_names(built, pristine), pristine, strict=True)),
+        reference,
     )
+    if undefined is not None and undefined.whole:
+        verdict = compare(reference, outputs, values=False)
+        if not verdict.consistent:
+            return inconsistent(verdict)
+        return finish(Outcome.UNDEFINED, Stage.COMPARE, message=f"values not compared: {undefined.reason}")
+
+    verdict = compare(reference, outputs)
+    if verdict.consistent:
+        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
+    if undefined is not None:
+        defined = compare(reference, mask_undefined(reference, outputs, undefined))
+        if defined.consistent:
+            return finish(
+                Outcome.UNDEFINED,
+                Stage.COMPARE,
+                distance=verdict.distance,
+                message=f"differs only where undefined ({verdict.reason[:300]}): {undefined.reason}",
+            )
+        verdict = defined  # the defined values differ too: judged on those
+
+    # A second, independent reference of the library (onnx.reference beside onnxruntime, torch in
+    # float64): when the library's own references disagree, this is no compiler verdict.
+    template = get_template(inst.library)
+    second = template.second_reference(built, pristine)
+    if second is not None:
+        name, other = second
+        check = compare_outputs(
+            reference, other, oracle, target=None, input_dtypes=_input_dtypes(pristine), tolerance=_tolerance(inst)
+        )
+        if not check.consistent:
+            agrees = compare(other, outputs).consistent
+            return finish(
+                Outcome.UNSTABLE_REFERENCE,
+                Stage.COMPARE,
+                distance=verdict.distance,
+                message=(
+                    f"the references disagree: {_reference_name(built)} vs {name}: {check.reason[:300]}; "
+                    f"the compiler {'agrees with' if agrees else 'differs from'} {name} too; "
+                    f"compiler vs reference: {verdict.reason[:300]}"
+                ),
+            )
+        return inconsistent(verdict, f" (confirmed by a second reference: {name})")
+    return inconsistent(verdict)
+
+
+def _names(built: Any, inputs: list[Any]) -> list[str]:
+    names = list(getattr(built, "input_names", []) or [])
+    return names if len(names) == len(inputs) else [f"input_{i}" for i in range(len(inputs))]
+
+
+def _reference_name(built: Any) -> str:
+    return str(built.details.get("reference", f"{built.instance.library} (eager)"))
 
 
 def _temp_reproducer_path(directory: str, task: TestTask) -> Path:

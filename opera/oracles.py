@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from opera.errors import OperaError
+from opera.undefined import CONDITIONS, UndefinedRule
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -69,6 +70,8 @@ class OracleConfig:
     # only output count, shapes and dtypes are compared; two implementations drawing different
     # numbers (even from the same seed) is not a bug.
     random_apis: tuple[re.Pattern[str], ...] = ()
+    # Where the specification leaves output values undefined ([[undefined]], opera/undefined.py).
+    undefined: tuple[UndefinedRule, ...] = ()
 
     def is_random(self, api: str) -> bool:
         return any(p.search(api) for p in self.random_apis)
@@ -119,7 +122,7 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
         raise OperaError(f"oracle config not found: {config_path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise OperaError(f"oracle config {config_path}: {exc}") from None
-    unknown = set(data) - {"default", "dtype", "target", "random"}
+    unknown = set(data) - {"default", "dtype", "target", "random", "undefined"}
     if unknown:
         raise OperaError(f"oracle config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
     default = _check_table("default", data.get("default", {}))
@@ -139,6 +142,7 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
                 f"oracle config {config_path}: bad pattern in [random]: {text!r} ({exc})"
             ) from None
     base = Threshold()
+    undefined = _undefined_rules(config_path, data.get("undefined", []))
     return OracleConfig(
         default=Threshold(
             float(default.get("atol", base.atol)),
@@ -149,7 +153,36 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
         by_target=by_target,
         source=str(config_path),
         random_apis=tuple(random_apis),
+        undefined=undefined,
     )
+
+
+def _undefined_rules(config_path: Path, tables: Any) -> tuple[UndefinedRule, ...]:
+    """``[[undefined]]`` tables: ``apis`` (regexes), ``when`` (a condition), ``reason`` (the spec's
+    words), and the condition's own options (``input``, ``outputs``, ``kwarg``)."""
+    if not isinstance(tables, list):
+        raise OperaError(f"oracle config {config_path}: write undefined rules as [[undefined]] tables")
+    rules = []
+    for k, table in enumerate(tables):
+        where = f"oracle config {config_path}: [[undefined]] number {k + 1}"
+        if not isinstance(table, dict):
+            raise OperaError(f"{where} must be a table")
+        when = table.get("when")
+        if when not in CONDITIONS:
+            raise OperaError(f"{where}: when = {when!r}; known: {', '.join(sorted(CONDITIONS))}")
+        reason = table.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise OperaError(f"{where}: a reason (the specification's words) is required")
+        apis = table.get("apis")
+        if not isinstance(apis, list) or not apis:
+            raise OperaError(f"{where}: apis = [regex, ...] is required")
+        try:
+            patterns = tuple(re.compile(str(a)) for a in apis)
+        except re.error as exc:
+            raise OperaError(f"{where}: bad pattern ({exc})") from None
+        options = {key: value for key, value in table.items() if key not in ("apis", "when", "reason")}
+        rules.append(UndefinedRule(patterns, str(when), reason.strip(), options))
+    return tuple(rules)
 
 
 # ---- distances ------------------------------------------------------------------------------
@@ -290,7 +323,10 @@ def compare_outputs(
             worst = math.inf
             failures.append(f"output {index}: shape {ref.shape} vs {act.shape}")
             continue
-        if threshold.check_dtype and ref.dtype != act.dtype:
+        # strings: numpy holds them as object or fixed-width unicode/bytes arrays depending on who
+        # produced them; the type is "string" either way
+        strings = ref.dtype.kind in "OUS" and act.dtype.kind in "OUS"
+        if threshold.check_dtype and ref.dtype != act.dtype and not strings:
             failures.append(f"output {index}: dtype {ref.dtype} vs {act.dtype}")
         pattern = nonfinite_mismatch(ref, act) if compare_values else None
         if pattern is not None:

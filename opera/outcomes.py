@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["FAILURE_OUTCOMES", "Outcome", "Stage", "TestResult"]
+__all__ = ["FAILURE_OUTCOMES", "NOT_JUDGED_OUTCOMES", "Outcome", "Stage", "TestResult"]
 
 
 class Outcome(StrEnum):
@@ -22,12 +22,29 @@ class Outcome(StrEnum):
     NATIVE_CRASH = "native-crash"  # the worker died: a signal, an abort, or killed over its memory limit
     TIMEOUT = "timeout"
     INCONSISTENT = "inconsistent"  # output differs from the library's reference
-    NONDETERMINISTIC = "nondeterministic"  # the library disagrees with itself on a re-run
+    NONDETERMINISTIC = "nondeterministic"  # the library disagrees with itself on a re-run; the compiler
+    # still ran (crashes count), only output count, shapes and dtypes were compared
+    UNDEFINED = "undefined"  # outputs differ only where the operator's spec leaves the values undefined
+    UNSTABLE_REFERENCE = "unstable-reference"  # two references of the library disagree with each other
+    HARNESS_ERROR = "harness-error"  # Opera's own code failed (input preparation, output decoding): our defect
 
 
 # Outcomes that point at a compiler bug: they get a signature, a bug row and a reproducer.
 FAILURE_OUTCOMES: frozenset[Outcome] = frozenset(
     {Outcome.CRASH, Outcome.NATIVE_CRASH, Outcome.TIMEOUT, Outcome.INCONSISTENT}
+)
+
+# Outcomes that say nothing about the compiler either way: no bug, but not a pass either (JUnit
+# "skipped"). A harness error is listed on its own, as Opera's defect.
+NOT_JUDGED_OUTCOMES: frozenset[Outcome] = frozenset(
+    {
+        Outcome.INVALID,
+        Outcome.UNSUPPORTED,
+        Outcome.NONDETERMINISTIC,
+        Outcome.UNDEFINED,
+        Outcome.UNSTABLE_REFERENCE,
+        Outcome.HARNESS_ERROR,
+    }
 )
 
 

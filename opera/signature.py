@@ -22,6 +22,7 @@ from collections.abc import Sequence
 __all__ = [
     "NATIVE_FRONTEND_COMPILERS",
     "crash_signature",
+    "harness_signature",
     "inconsistency_signature",
     "native_location",
     "native_signature",
@@ -140,3 +141,15 @@ def native_signature(target: str, api: str, cause: str) -> str:
 def signature_digest(signature: str) -> str:
     """A short file-name-safe hash of a signature (reproducer file names)."""
     return hashlib.sha256(signature.encode()).hexdigest()[:16]
+
+
+def harness_signature(exc: BaseException, target: str) -> str:
+    """``harness:<target>:<file>:<function>:<ExcType>`` at the innermost frame of Opera's own code
+    (templates and instrumentation included) of the exception that a ``harness_step`` caught."""
+    cause = exc.__cause__ or exc
+    where = "?"
+    for frame in traceback.extract_tb(cause.__traceback__):
+        rel = _relative_to_fragment(frame.filename, ("opera", "templates", "instrumentation"))
+        if rel is not None:
+            where = f"{rel}:{frame.name}"
+    return f"harness:{target}:{where}:{type(cause).__name__}"

@@ -55,6 +55,13 @@ class Template:
         """Run the model in its own library on ``built.inputs``; outputs flattened to a list."""
         raise NotImplementedError
 
+    def second_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
+        """An independent second computation of the same outputs, as ``(its name, outputs)``, or None
+        where the library offers none. Asked only when a compiler disagrees with ``reference``: if
+        the two references disagree beyond tolerance, the library is not a trustworthy judge of
+        this instance (``unstable-reference``), whatever the compiler did."""
+        return None
+
     def validate(self, inst: OperatorInstance, seed: int = 0) -> OperatorInstance:
         """The validity gate: rebuild and run ``inst`` in its library (DESIGN.md section 4)."""
         reason = inst.opaque_reason

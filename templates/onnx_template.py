@@ -444,6 +444,25 @@ class OnnxTemplate(Template):
         return _flatten(outputs)
 
 
+    def second_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
+        """The ONNX specification's own evaluator (``onnx.reference``) beside onnxruntime; none when
+        onnxruntime could not run the model (the evaluator already is the reference then)."""
+        if built.details.get("reference") != "onnxruntime":
+            return None
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = dict(zip(built.input_names, [_copy(x) for x in inputs], strict=True))
+        try:
+            outputs = ReferenceEvaluator(built.model).run(None, feeds)
+        except Exception:  # the evaluator lacks the op or the type: no second opinion
+            return None
+        return "onnx.reference", _flatten(outputs)
+
+
+def _copy(value: Any) -> Any:
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
 def _fill_output_types(model: Any) -> None:
     """Give the graph outputs the types shape inference finds (left empty where it finds none)."""
     import onnx

@@ -5,8 +5,8 @@ The file follows the JUnit schema that Jenkins, GitLab and most CI dashboards re
 one ``testsuite`` per target with the run and the compiler/library versions as properties. A
 failing test (crash, native crash, timeout, inconsistent) is a ``failure`` whose message starts
 with its change since the previous nightly (``new failure``, ``still failing``, ``changed
-symptom``) and the bug signature, and whose text holds the stage, the reproducer path and the
-tool's message. ``unsupported``, ``invalid`` and ``nondeterministic`` tests are ``skipped`` with
+symptom``) and the bug signature, and whose text holds the stage, the reproducer path, whether
+that reproducer shows the failure when re-run on its own, and the tool's message. ``unsupported``, ``invalid`` and ``nondeterministic`` tests are ``skipped`` with
 the reason; they are not bugs.
 """
 
@@ -20,14 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opera.nightly.compare import Change, ChangeKind
-from opera.outcomes import Outcome
+from opera.outcomes import NOT_JUDGED_OUTCOMES, Outcome
 
 if TYPE_CHECKING:
     from opera.nightly.pipeline import NightlyOutcome, TargetNight
+    from opera.store import BugRecord
 
 __all__ = ["write_junit"]
 
-_SKIPPED = {Outcome.UNSUPPORTED, Outcome.INVALID, Outcome.NONDETERMINISTIC}
+# A harness error is Opera's own defect: a JUnit <error> (the test could not be judged), not a skip.
+_SKIPPED = NOT_JUDGED_OUTCOMES - {Outcome.HARNESS_ERROR}
 # Characters XML 1.0 cannot hold (compiler messages carry ANSI escapes and the odd NUL).
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _MESSAGE_LIMIT = 4000
@@ -50,13 +52,14 @@ def _suite(night: TargetNight, hostname: str) -> ET.Element:
     results = [r.result for r in night.results]
     failures = sum(r.is_failure for r in results)
     skipped = sum(r.outcome in _SKIPPED for r in results)
+    errors = sum(r.outcome is Outcome.HARNESS_ERROR for r in results)
     suite = ET.Element(
         "testsuite",
         {
             "name": night.target,
             "tests": str(len(results)),
             "failures": str(failures),
-            "errors": "0",
+            "errors": str(errors),
             "skipped": str(skipped),
             "time": _seconds(sum(r.duration for r in results)),
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(night.run.started)),
@@ -75,9 +78,11 @@ def _suite(night: TargetNight, hostname: str) -> ET.Element:
         *((f"version.{k}", str(v)) for k, v in sorted(recorded.items())),
         *((f"version_change.{i}", v) for i, v in enumerate(cmp.version_changes)),
         *((f"count.{k.value}", str(len(cmp.of(k)))) for k in ChangeKind),
+        *((("reproducers", headline),) if (headline := night.reproduction_headline()) else ()),
     ]
     for name, value in items:
         ET.SubElement(props, "property", {"name": name, "value": _text(value, 500)})
+    bugs = {b.signature: b for b in night.bugs}
     for ranked in night.results:
         r = ranked.result
         case = ET.SubElement(
@@ -97,6 +102,7 @@ def _suite(night: TargetNight, hostname: str) -> ET.Element:
                 f"outcome: {r.outcome.value} (stage {r.stage.value})",
                 f"signature: {r.signature or '-'}",
                 f"reproducer: {r.reproducer or '-'}",
+                f"reproducer on its own: {_on_its_own(bugs.get(r.signature or ''))}",
             ]
             body += [
                 f"before: {c.before.describe()} (run {cmp.previous_run_id})" for c in own[:1] if c.before
@@ -110,6 +116,13 @@ def _suite(night: TargetNight, hostname: str) -> ET.Element:
                 {"type": r.outcome.value, "message": _text(f"{kind}: {r.signature or r.outcome.value}", 500)},
             )
             failure.text = _text("\n".join(body))
+        elif r.outcome is Outcome.HARNESS_ERROR:
+            error = ET.SubElement(
+                case,
+                "error",
+                {"type": r.outcome.value, "message": _text(f"Opera's own defect: {r.signature or ''}", 500)},
+            )
+            error.text = _text(r.message)
         elif r.outcome in _SKIPPED:
             ET.SubElement(
                 case,
@@ -122,6 +135,14 @@ def _suite(night: TargetNight, hostname: str) -> ET.Element:
     return suite
 
 
+def _on_its_own(bug: BugRecord | None) -> str:
+    if bug is None or not bug.reproducer:
+        return "-"
+    if bug.repro_status is None:
+        return "not verified"
+    return f"{bug.repro_status} ({bug.repro_detail})" if bug.repro_detail else bug.repro_status
+
+
 def write_junit(outcome: NightlyOutcome, path: str | Path) -> Path:
     hostname = socket.gethostname()
     suites = [_suite(night, hostname) for night in outcome.nights]
@@ -131,7 +152,7 @@ def write_junit(outcome: NightlyOutcome, path: str | Path) -> Path:
             "name": f"opera nightly {outcome.number}",
             "tests": str(sum(int(s.get("tests", "0")) for s in suites)),
             "failures": str(sum(int(s.get("failures", "0")) for s in suites)),
-            "errors": "0",
+            "errors": str(errors),
             "time": _seconds(outcome.ended - outcome.started),
         },
     )

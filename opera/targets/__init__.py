@@ -15,7 +15,8 @@ in third-party packages register through the ``opera.targets`` entry point group
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -24,7 +25,16 @@ import numpy as np
 from opera.errors import OperaError
 from opera.templates import SingleOpModel
 
-__all__ = ["TARGET_MODULES", "ArtifactError", "Target", "all_targets", "get_target", "register_target"]
+__all__ = [
+    "TARGET_MODULES",
+    "ArtifactError",
+    "HarnessError",
+    "Target",
+    "all_targets",
+    "get_target",
+    "harness_step",
+    "register_target",
+]
 
 # Modules imported to fill the registry. Importing one must be cheap: a target imports its
 # compiler lazily (in availability/convert), never at module import time.
@@ -44,6 +54,28 @@ class ArtifactError(Exception):
     the model or the TFLite converter fails on a Keras model. Not a compiler bug: the runner
     records the instance as ``invalid`` for this target.
     """
+
+
+class HarnessError(Exception):
+    """Opera's own code failed around a compiler call: preparing its inputs or decoding its outputs.
+
+    Raised (chained to the original exception) by ``harness_step``. The runner records the test as
+    ``harness-error``: Opera's defect, listed on its own and never signed as a compiler crash.
+    """
+
+
+@contextmanager
+def harness_step(what: str) -> Iterator[None]:
+    """Mark a block of a target's own code (not the compiler's): whatever it raises is Opera's fault.
+
+    ``with harness_step("decode outputs"): outputs = [decode(t) for t in raw]``
+    """
+    try:
+        yield
+    except HarnessError:
+        raise
+    except Exception as exc:
+        raise HarnessError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 class Target:

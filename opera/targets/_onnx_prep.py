@@ -65,8 +65,16 @@ def prepare_onnx(
 ) -> PreparedOnnx:
     """Copy ``model`` with every non-float graph input turned into an initializer.
 
-    ``inputs[i]`` feeds ``input_names[i]`` (default: the graph inputs in order).
+    ``inputs[i]`` feeds ``input_names[i]`` (default: the graph inputs in order). This is Opera's
+    input preparation, not the frontend: whatever fails here is a ``HarnessError``.
     """
+    from opera.targets import harness_step
+
+    with harness_step("prepare the ONNX model's inputs"):
+        return _prepare_onnx(model, inputs, input_names)
+
+
+def _prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str] | None) -> PreparedOnnx:
     import onnx
     from onnx import numpy_helper
 
@@ -83,7 +91,12 @@ def prepare_onnx(
                 parameters.add(node.input[pos])
     frozen: dict[str, np.ndarray] = {}
     sequences: dict[str, list[np.ndarray]] = {}
+    optionals: dict[str, object] = {}
+    optional_typed = {vi.name for vi in graph.input if vi.type.WhichOneof("value") == "optional_type"}
     for name, value in zip(names, inputs, strict=True):
+        if name in optional_typed:  # an optional (maybe empty) tensor or sequence
+            optionals[name] = value
+            continue
         if isinstance(value, (list, tuple)):  # a sequence-typed input (SequenceInsert, ...)
             sequences[name] = [np.asarray(v) for v in value]
             continue
@@ -92,13 +105,15 @@ def prepare_onnx(
             frozen[name] = arr
     if sequences:
         _freeze_sequences(graph, sequences)
+    if optionals:
+        _freeze_optionals(graph, optionals)
     if frozen:
         kept = [vi for vi in graph.input if vi.name not in frozen]
         del graph.input[:]
         graph.input.extend(kept)
         for name, arr in frozen.items():
             graph.initializer.append(numpy_helper.from_array(arr, name=name))
-    constant = set(frozen) | set(sequences)
+    constant = set(frozen) | set(sequences) | set(optionals)
     runtime_names = [n for n in names if n not in constant]
     runtime_indices = [i for i, n in enumerate(names) if n not in constant]
     shapes = {names[i]: tuple(np.shape(inputs[i])) for i in runtime_indices}
@@ -127,6 +142,44 @@ def _freeze_sequences(graph: object, sequences: dict[str, list[np.ndarray]]) -> 
             elem_type = declared[name].type.sequence_type.elem_type.tensor_type.elem_type
             builders.append(helper.make_node("SequenceEmpty", [], [name], dtype=elem_type))
     kept = [vi for vi in g.input if vi.name not in sequences]  # type: ignore[attr-defined]
+    del g.input[:]  # type: ignore[attr-defined]
+    g.input.extend(kept)  # type: ignore[attr-defined]
+    nodes = builders + list(g.node)  # type: ignore[attr-defined]
+    del g.node[:]  # type: ignore[attr-defined]
+    g.node.extend(nodes)  # type: ignore[attr-defined]
+
+
+def _freeze_optionals(graph: object, optionals: dict[str, object]) -> None:
+    """Optional-typed graph inputs become constants built by an ``Optional`` node.
+
+    An empty optional (``None``) is ``Optional()`` with the declared element type; a present one
+    wraps an initializer (a tensor) or a ``SequenceConstruct`` (a sequence). Frontends take tensors
+    as graph inputs, and ``numpy_helper.from_array(None)`` is no model at all.
+    """
+    from onnx import helper, numpy_helper
+
+    g = graph  # onnx.GraphProto
+    declared = {vi.name: vi for vi in g.input}  # type: ignore[attr-defined]
+    builders = []
+    for name, value in optionals.items():
+        elem_type = declared[name].type.optional_type.elem_type
+        if value is None:
+            builders.append(helper.make_node("Optional", [], [name], type=elem_type))
+            continue
+        inner = f"{name}__opera_value"
+        if isinstance(value, (list, tuple)):
+            element_names = [f"{inner}{k}" for k in range(len(value))]
+            for element_name, element in zip(element_names, value, strict=True):
+                g.initializer.append(numpy_helper.from_array(np.asarray(element), name=element_name))  # type: ignore[attr-defined]
+            if element_names:
+                builders.append(helper.make_node("SequenceConstruct", element_names, [inner]))
+            else:
+                seq_elem = elem_type.sequence_type.elem_type.tensor_type.elem_type
+                builders.append(helper.make_node("SequenceEmpty", [], [inner], dtype=seq_elem))
+        else:
+            g.initializer.append(numpy_helper.from_array(np.asarray(value), name=inner))  # type: ignore[attr-defined]
+        builders.append(helper.make_node("Optional", [inner], [name]))
+    kept = [vi for vi in g.input if vi.name not in optionals]  # type: ignore[attr-defined]
     del g.input[:]  # type: ignore[attr-defined]
     g.input.extend(kept)  # type: ignore[attr-defined]
     nodes = builders + list(g.node)  # type: ignore[attr-defined]

@@ -7,8 +7,9 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
   the oracle must report every test ``inconsistent``.
 - ``test-faults``: misbehaves as the instance's ``source.test`` asks, ``fault:<kind>[@<stage>]``
   with kind ``slow`` (sleeps 0.25 s, then passes), ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``alloc``
-  (allocates without bound), ``raise`` (a Python exception: ``crash``) or ``unsupported`` (an
-  exception matched by ``opera/unsupported.toml``), in stage ``convert`` (default), ``compile`` or
+  (allocates without bound), ``raise`` (a Python exception: ``crash``), ``unsupported`` (an
+  exception matched by ``opera/unsupported.toml``) or ``harness`` (an exception in the target's own
+  input preparation / output decoding, inside ``harness_step``: ``harness-error``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
 - ``test-drift``: a compiler whose behaviour changes between runs, for the nightly comparison
   tests. ``OPERA_TEST_DRIFT`` names a JSON file ``{"version": "2", "behaviour": {"<source.test>":
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import Target, register_target
+from opera.targets import Target, harness_step, register_target
 from opera.templates import SingleOpModel
 
 __all__ = ["FaultNotSupported", "TestDriftTarget", "TestFaultsTarget", "TestWrongTarget", "fault_of"]
@@ -142,6 +143,9 @@ def _inject(kind: str) -> None:
         raise RuntimeError("injected fault in the test-faults target")
     elif kind == "unsupported":
         raise FaultNotSupported("the test-faults target does not support this operator")
+    elif kind == "harness":
+        with harness_step("decode the outputs"):
+            np.asarray([[1.0], [2.0, 3.0]], dtype=np.float32)  # a ragged list: Opera's decoding bug
     else:
         raise ValueError(f"unknown fault kind {kind!r}")
 
@@ -190,6 +194,7 @@ _FAULT_CODE = {
     "alloc": "blocks = []\nwhile True:\n    blocks.append(np.ones(8 << 20))",
     "raise": "raise RuntimeError('injected fault in the test-faults target')",
     "unsupported": "raise NotImplementedError('the test-faults target does not support this operator')",
+    "harness": "np.asarray([[1.0], [2.0, 3.0]], dtype=np.float32)",
 }
 
 

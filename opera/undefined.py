@@ -1,0 +1,184 @@
+"""Output values an operator's specification leaves undefined (issue 11, defect class 6).
+
+A compiler that returns other numbers than the library where the specification says the values are
+arbitrary (``keras.ops.empty_like``), where the input is outside the operator's domain (an ONNX
+``Cast`` of a float too large for the integer type: "fixed point: undefined if OOR"), or where NaN
+propagation is left open (ONNX ``Max``/``Min``) has not deviated from the semantics: such a test is
+``undefined``, its own outcome, never ``inconsistent`` and never silently ``pass``.
+
+The rules are data (``[[undefined]]`` tables in ``opera/oracles.toml``): APIs by regex, a named
+condition, and the specification text that makes the values undefined. A condition looks at the
+instance, its inputs and the reference outputs and returns, for each output, which positions are
+undefined (a boolean mask, or ``True`` for the whole output), or ``None`` when it does not hold.
+Adding a condition means adding one function to ``CONDITIONS``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CONDITIONS", "UndefinedRule", "Undefinedness", "find_undefined", "mask_undefined"]
+
+# One entry per output: True (all values undefined), False (all defined) or a boolean mask.
+OutputMasks = list[Any]
+
+
+@dataclass(frozen=True)
+class UndefinedRule:
+    apis: tuple[re.Pattern[str], ...]
+    when: str
+    reason: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def applies_to(self, api: str) -> bool:
+        return any(p.search(api) for p in self.apis)
+
+
+@dataclass(frozen=True)
+class Undefinedness:
+    """What a rule found for one test: the masks and the rule's reason."""
+
+    masks: OutputMasks
+    reason: str
+    whole: bool  # every value of every output is undefined (only count, shapes, dtypes are defined)
+
+
+@dataclass(frozen=True)
+class _Case:
+    api: str
+    kwargs: dict[str, Any]
+    inputs: dict[str, np.ndarray]  # runtime inputs by name, in order
+    reference: Sequence[np.ndarray]
+
+
+Condition = Callable[[_Case, dict[str, Any]], OutputMasks | None]
+
+
+def _always(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    return [True for _ in case.reference]
+
+
+def _float_arrays(case: _Case) -> list[np.ndarray]:
+    out = []
+    for value in case.inputs.values():
+        arr = np.asarray(value)
+        if arr.dtype.kind == "f" or arr.dtype.name in ("bfloat16", "float16"):
+            out.append(arr.astype(np.float64))
+    return out
+
+
+def _union(masks: list[np.ndarray], shape: tuple[int, ...]) -> Any:
+    """The union of per-input masks over an output of ``shape``: an elementwise mask where every
+    mask broadcasts to it, else ``True`` (the op is not elementwise: one undefined element spoils
+    the whole output) when any position is set, else ``False``."""
+    out = np.zeros(shape, dtype=bool)
+    for mask in masks:
+        try:
+            out = out | np.broadcast_to(mask, shape)
+        except ValueError:
+            if mask.any():
+                return True
+    return out if out.any() else False
+
+
+def _float_to_int_out_of_range(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A float converted to an integer type it does not fit (NaN and +-Inf included)."""
+    floats = _float_arrays(case)
+    if not floats:
+        return None
+    masks: OutputMasks = []
+    for ref in case.reference:
+        ref = np.asarray(ref)
+        if ref.dtype.kind not in "iu":
+            masks.append(False)
+            continue
+        info = np.iinfo(ref.dtype)
+        # the conversion truncates toward zero: (min - 1, max + 1) fits
+        bad = [~np.isfinite(x) | (x <= float(info.min) - 1.0) | (x >= float(info.max) + 1.0) for x in floats]
+        masks.append(_union(bad, ref.shape))
+    return masks if any(m is not False for m in masks) else None
+
+
+def _nan_input(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A NaN in a float input, where the specification does not say how NaN propagates."""
+    nans = [np.isnan(x) for x in _float_arrays(case)]
+    if not any(m.any() for m in nans):
+        return None
+    return [_union(nans, np.shape(ref)) for ref in case.reference]
+
+
+def _outside_value_range(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """An input value outside the layer's declared ``value_range`` (Keras preprocessing layers)."""
+    bounds = case.kwargs.get(options.get("kwarg", "value_range"))
+    if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
+        return None
+    low, high = float(bounds[0]), float(bounds[1])
+    outside = any(((x < low) | (x > high)).any() for x in _float_arrays(case))
+    if not outside:
+        for value in case.inputs.values():
+            arr = np.asarray(value)
+            if arr.dtype.kind in "iu" and arr.size and (arr.min() < low or arr.max() > high):
+                outside = True
+    return [True for _ in case.reference] if outside else None
+
+
+def _input_true(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A boolean input (named by ``input``) that is true: e.g. ONNX Dropout's ``training_mode``."""
+    value = case.inputs.get(str(options.get("input", "")))
+    if value is None or not np.asarray(value).size or not bool(np.asarray(value).all()):
+        return None
+    outputs = options.get("outputs")
+    return [True if outputs is None or k in outputs else False for k in range(len(case.reference))]
+
+
+CONDITIONS: dict[str, Condition] = {
+    "always": _always,
+    "float-to-int-out-of-range": _float_to_int_out_of_range,
+    "nan-input": _nan_input,
+    "outside-value-range": _outside_value_range,
+    "input-true": _input_true,
+}
+
+
+def find_undefined(
+    rules: Sequence[UndefinedRule],
+    api: str,
+    kwargs: dict[str, Any],
+    inputs: dict[str, np.ndarray],
+    reference: Sequence[np.ndarray],
+) -> Undefinedness | None:
+    """The first rule for ``api`` whose condition holds on this test, as masks; None if none does."""
+    case = _Case(api, kwargs, inputs, reference)
+    for rule in rules:
+        if not rule.applies_to(api):
+            continue
+        masks = CONDITIONS[rule.when](case, rule.options)
+        if masks is not None:
+            whole = all(m is True for m in masks)
+            return Undefinedness(masks, rule.reason, whole)
+    return None
+
+
+def mask_undefined(
+    reference: Sequence[np.ndarray], actual: Sequence[np.ndarray], found: Undefinedness
+) -> list[np.ndarray]:
+    """``actual`` with its undefined positions replaced by the reference's values (so a comparison
+    judges only the defined ones). Outputs whose shapes differ are left alone (a shape is defined)."""
+    out = []
+    for ref, act, mask in zip(reference, actual, found.masks, strict=False):
+        ref_arr, act_arr = np.asarray(ref), np.asarray(act)
+        if mask is False or ref_arr.shape != act_arr.shape:
+            out.append(act_arr)
+        elif mask is True:
+            out.append(ref_arr.astype(act_arr.dtype, copy=True) if ref_arr.dtype != act_arr.dtype else ref_arr.copy())
+        else:
+            merged = act_arr.copy()
+            merged[mask] = ref_arr.astype(act_arr.dtype)[mask]
+            out.append(merged)
+    out.extend(np.asarray(a) for a in actual[len(out) :])
+    return out

@@ -1,0 +1,168 @@
+"""Verdicts a compiler team can trust (issue 11): the outcomes that are not compiler verdicts.
+
+Each defect class is tested on a real instance of the shipped corpus (``harvested/``), run through
+a real compiler with the worker's own per-test function (``execute_task``, in this process):
+
+- class 7: Opera's own exceptions are ``harness-error`` (signed ``harness:...``), never a crash;
+  the empty ONNX optional that used to die in Opera's input preparation is now a real model;
+- class 4: a random operator is converted, compiled and run: its conversion crash is a finding,
+  and when it runs only count, shapes and dtypes are compared;
+- class 6: outputs the specification leaves undefined are ``undefined``, their own outcome;
+- class 11: a second reference of the library; when the two disagree the test is
+  ``unstable-reference``, not a compiler bug.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _run_fixtures import fault
+
+from opera.corpus import CorpusReader
+from opera.execution import WorkerState, execute_task
+from opera.executors import TestTask, WorkerSettings
+from opera.model import OperatorInstance
+from opera.oracles import load_oracle_config
+from opera.outcomes import FAILURE_OUTCOMES, Outcome, Stage, TestResult
+from opera.undefined import find_undefined, mask_undefined
+
+HARVESTED = Path(__file__).resolve().parents[1] / "harvested"
+
+
+def _instance(library: str, test: str, api: str | None = None) -> OperatorInstance:
+    for inst in CorpusReader([HARVESTED / f"{library}.jsonl.gz"]):
+        if inst.source.test == test and (api is None or inst.api == api):
+            return inst
+    raise AssertionError(f"{test} is not in harvested/{library}.jsonl.gz")
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> WorkerState:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor-cache")))
+    return WorkerState(WorkerSettings(seed=0))
+
+
+def _run(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:
+    reason = state.target(target).availability()
+    if reason is not None:
+        pytest.skip(f"{target} is not available here: {reason}")
+    outcome = execute_task(TestTask(0, inst, target), state, lambda stage: None)
+    assert outcome.result is not None
+    return outcome.result
+
+
+# ---- class 7: harness errors ------------------------------------------------------------------
+
+
+def test_an_exception_in_the_targets_own_code_is_a_harness_error(state: WorkerState) -> None:
+    result = _run(state, fault("harness@run", 0), "test-faults")
+    assert result.outcome is Outcome.HARNESS_ERROR, (result.outcome, result.message[-500:])
+    assert result.outcome not in FAILURE_OUTCOMES and not result.is_failure
+    assert result.signature is not None and result.signature.startswith("harness:test-faults:")
+    assert result.signature.endswith(":ValueError") and "opera/targets/testing.py" in result.signature
+    assert "Opera's own defect" in result.message
+
+
+@pytest.mark.slow
+def test_an_empty_onnx_optional_is_a_model_not_a_harness_failure(state: WorkerState) -> None:
+    """``from_array(None)`` in the input preparation was signed as an OpenVINO crash: the empty
+    optional is now built by an ``Optional`` node, and TVM runs the model."""
+    inst = _instance("onnx", "test_optional_has_element_empty_optional_input")
+    result = _run(state, inst, "tvm-onnx")
+    assert result.outcome is Outcome.PASS, (result.outcome, result.message[-500:])
+    ov = _run(state, inst, "ov-onnx")  # OpenVINO has no Optional converter: a gap, said cleanly
+    assert ov.outcome in (Outcome.UNSUPPORTED, Outcome.PASS), (ov.outcome, ov.message[-500:])
+
+
+# ---- class 4: random operators go through the compiler ----------------------------------------
+
+
+@pytest.mark.slow
+def test_a_random_operator_is_converted_and_its_shapes_compared(state: WorkerState) -> None:
+    """RandomUniformLike without a seed: the two reference runs disagree, yet OpenVINO still
+    converts, compiles and runs the model; the verdict is reached at the comparison."""
+    inst = _instance("onnx", "test_bernoulli_double_expanded", "onnx::RandomUniformLike")
+    result = _run(state, inst, "ov-onnx")
+    assert result.outcome is Outcome.NONDETERMINISTIC, (result.outcome, result.message[-500:])
+    assert result.stage is Stage.COMPARE and "shapes and dtypes match" in result.message
+
+
+@pytest.mark.slow
+def test_a_random_operators_conversion_crash_is_seen(state: WorkerState) -> None:
+    """test_bernoulli_expanded's RandomUniformLike (float input, ``dtype`` double) used to stop at
+    the nondeterminism check before the compiler ran. OpenVINO 2026.4 builds a RandomUniform with
+    f32 bounds and an f64 ``out_type`` and its own validation rejects it ("'min_val' and 'max_val'
+    should have the same type as 'out_type'"): the spec says the output takes ``dtype``, so this is
+    a conversion bug, and it is now seen."""
+    inst = _instance("onnx", "test_bernoulli_expanded", "onnx::RandomUniformLike")
+    result = _run(state, inst, "ov-onnx")
+    assert result.outcome is Outcome.CRASH and result.stage is Stage.CONVERT, (result.outcome, result.message[-300:])
+    assert "random_uniform" in (result.signature or "")
+
+
+# ---- class 6: undefined values -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_uninitialized_outputs_are_undefined_not_compared(state: WorkerState) -> None:
+    inst = _instance_of_api("keras", "keras.ops.empty_like")
+    result = _run(state, inst, "ov-keras")
+    assert result.outcome is Outcome.UNDEFINED, (result.outcome, result.message[-500:])
+    assert "arbitrary contents" in result.message
+
+
+def _instance_of_api(library: str, api: str) -> OperatorInstance:
+    for inst in CorpusReader([HARVESTED / f"{library}.jsonl.gz"]):
+        if inst.api == api and inst.valid is not False and inst.migratable:
+            return inst
+    raise AssertionError(f"no valid {api} in harvested/{library}.jsonl.gz")
+
+
+def test_float_to_int_cast_out_of_range_is_undefined_only_there() -> None:
+    """ONNX Cast: 'fixed point: undefined if OOR'. The in-range positions are still compared."""
+    config = load_oracle_config()
+    x = np.array([1.5, -2.5, 3e10, np.nan, np.inf], np.float32)
+    reference = [np.array([1, -2, -2147483648, -2147483648, -2147483648], np.int32)]
+    found = find_undefined(config.undefined, "onnx::Cast", {"to": 6}, {"input_0": x}, reference)
+    assert found is not None and not found.whole and "undefined if OOR" in found.reason
+    assert found.masks[0].tolist() == [False, False, True, True, True]
+    saturating = [np.array([1, -2, 2147483647, 0, 2147483647], np.int32)]
+    masked = mask_undefined(reference, saturating, found)
+    assert masked[0].tolist() == reference[0].tolist()
+    wrong_in_range = [np.array([2, -2, 2147483647, 0, 2147483647], np.int32)]
+    assert mask_undefined(reference, wrong_in_range, found)[0][0] == 2  # a defined value stays
+    in_range = {"input_0": np.array([1.5, -2.5], np.float32)}
+    assert find_undefined(config.undefined, "onnx::Cast", {}, in_range, [np.array([1, -2], np.int32)]) is None
+
+
+# ---- class 11: a second reference ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_references_that_disagree_make_an_unstable_reference_not_a_bug(state: WorkerState) -> None:
+    """ONNX Attention with a causal mask and past/present state: onnxruntime 1.31 and the ONNX
+    reference evaluator disagree on the ``qk_matmul`` output (84 -Inf positions in one, none in the
+    other). OpenVINO differs from both; the library is no judge of this instance."""
+    inst = _instance("onnx", "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal")
+    result = _run(state, inst, "ov-onnx")
+    assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-500:])
+    assert not result.is_failure and result.signature is None
+    assert "onnxruntime vs onnx.reference" in result.message
+
+
+@pytest.mark.slow
+def test_onnx_has_a_second_reference_that_agrees_on_a_plain_operator(state: WorkerState) -> None:
+    from opera.templates import get_template
+
+    inst = _instance_of_api("onnx", "onnx::Relu")
+    template = get_template("onnx")
+    built = template.build(inst)
+    inputs = [np.array(x, copy=True) for x in built.inputs]
+    reference = template.reference(built)
+    second = template.second_reference(built, inputs)
+    assert second is not None and second[0] == "onnx.reference"
+    assert np.array_equal(reference[0], second[1][0])
