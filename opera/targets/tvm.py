@@ -3,6 +3,20 @@
 All three end in ``tvm.compile(mod, target="llvm")`` and the Relax VM on the CPU; they differ in the
 frontend: ``from_exported_program`` (torch.export), ``from_onnx``, and ``from_tflite`` (Keras goes
 through a TFLite flatbuffer since TVM removed its Keras frontend with Relay).
+
+``tvm-keras`` and channels-last transposed convolutions (issue 11, defect class 5): the TFLite
+frontend emits ``R.nn.conv{1,2,3}d_transpose`` in the TFLite layouts (NHWC / NDHWC data, IOHW /
+DHWOI kernel), but TVM's legalization of those ops (``tvm/relax/transform/legalize_ops/nn.py``,
+``_nn_conv{1,2,3}d_transpose``) only lowers the channels-first layouts TOPI implements (NCW/IOW,
+NCHW/IOHW, NCDHW/IODHW) and leaves any other call untouched, so ``tvm.compile`` stops in VM codegen
+("CodeGenVM cannot emit this Relax operator directly") on every transposed convolution. What a TVM
+user does about it is what TVM's own pipelines do for layouts a kernel lacks
+(``tvm/relax/backend/adreno/pipeline.py``: ``ConvertLayout`` then ``LegalizeOps``): convert those ops
+to the layouts their legalization accepts (``relax.transform.ConvertLayout``, which wraps them in
+``permute_dims``) and compile again. The target compiles the frontend's module as it is first; only
+when that fails and the layout conversion changed the module does it compile the converted one, so
+the operator's values still reach the oracle, and it keeps the first failure on the executable
+(``TvmExecutable.masked_crash``) for the runner to report as its own finding.
 """
 
 from __future__ import annotations
@@ -34,11 +48,54 @@ class TvmModule:
 class TvmExecutable:
     vm: Any
     module: TvmModule
+    # "default": ``tvm.compile`` of the frontend's module; "convert-layout": that failed and the
+    # module compiled after ``legalizable_layouts`` (see the module docstring).
+    pipeline: str = "default"
+    # The default pipeline's exception when ``pipeline == "convert-layout"``: a compiler crash of
+    # its own (its traceback is kept), which the values compared after the conversion must not hide.
+    masked_crash: BaseException | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        """One line per thing the runner should record beside the verdict."""
+        if self.masked_crash is None:
+            return []
+        text = str(self.masked_crash).strip().splitlines()
+        first = text[0] if text else ""
+        return [
+            f"compiled with pipeline {self.pipeline!r}: the default tvm.compile failed with "
+            f"{type(self.masked_crash).__name__}: {first}"
+        ]
+
+
+def legalizable_layouts(mod: Any) -> Any:
+    """``mod`` with every Relax op whose legalization accepts only channels-first layouts
+    (``tvm/relax/transform/legalize_ops/nn.py``, ``_nn_conv{1,2,3}d_transpose``) converted to those
+    layouts (data, kernel), ``permute_dims`` around it; the same object when nothing changed.
+
+    Self-contained (imports inside, the layouts written out) so that a reproducer can embed its
+    source with ``inspect.getsource``.
+    """
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+
+    desired = {
+        "relax.nn.conv1d_transpose": ["NCW", "IOW"],
+        "relax.nn.conv2d_transpose": ["NCHW", "IOHW"],
+        "relax.nn.conv3d_transpose": ["NCDHW", "IODHW"],
+    }
+    converted = tvm.transform.Sequential(
+        [relax.transform.ConvertLayout(desired), relax.transform.Normalize()]
+    )(mod)
+    return mod if tvm_ffi.structural_equal(converted, mod) else converted
 
 
 class _TvmTarget(Target):
     compiler = "tvm"
     _library_module = ""
+    # Retry a failed compile after ``legalizable_layouts`` (frontends that emit channels-last ops).
+    _layout_fallback = False
 
     def availability(self) -> str | None:
         try:
@@ -66,8 +123,37 @@ class _TvmTarget(Target):
         import tvm
         from tvm import relax
 
-        executable = tvm.compile(converted.mod, target="llvm")
+        try:
+            executable = tvm.compile(converted.mod, target="llvm")
+        except Exception as exc:
+            if not self._layout_fallback:
+                raise
+            fallback = self._compile_converted_layouts(converted)
+            if fallback is None:
+                raise
+            executable, module = fallback
+            return TvmExecutable(
+                relax.VirtualMachine(executable, tvm.cpu()),
+                module,
+                pipeline="convert-layout",
+                masked_crash=exc,
+            )
         return TvmExecutable(relax.VirtualMachine(executable, tvm.cpu()), converted)
+
+    def _compile_converted_layouts(self, converted: TvmModule) -> tuple[Any, TvmModule] | None:
+        """The executable of the layout-converted module, or None: nothing to convert, or the
+        converted module does not compile either (the default pipeline's failure stands)."""
+        import tvm
+
+        try:
+            mod = legalizable_layouts(converted.mod)
+            if mod is converted.mod:
+                return None
+            executable = tvm.compile(mod, target="llvm")
+        except Exception:
+            return None
+        module = TvmModule(mod, converted.input_indices, converted.output_order, dict(converted.extra))
+        return executable, module
 
     def run(self, compiled: TvmExecutable, inputs: list[np.ndarray]) -> list[np.ndarray]:
         import tvm
@@ -130,6 +216,7 @@ class TvmKerasTarget(_TvmTarget):
     name = "tvm-keras"
     library = "keras"
     _library_module = "tflite"
+    _layout_fallback = True  # the TFLite frontend emits NHWC / NDHWC ops (module docstring)
     frontend_paths = ("tvm/relax/frontend/tflite", "tvm/relax/frontend/common")
 
     def availability(self) -> str | None:
