@@ -133,7 +133,7 @@ def _input_true(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     if value is None or not np.asarray(value).size or not bool(np.asarray(value).all()):
         return None
     outputs = options.get("outputs")
-    return [True if outputs is None or k in outputs else False for k in range(len(case.reference))]
+    return [bool(outputs is None or k in outputs) for k in range(len(case.reference))]
 
 
 CONDITIONS: dict[str, Condition] = {

@@ -152,7 +152,7 @@ def write_junit(outcome: NightlyOutcome, path: str | Path) -> Path:
             "name": f"opera nightly {outcome.number}",
             "tests": str(sum(int(s.get("tests", "0")) for s in suites)),
             "failures": str(sum(int(s.get("failures", "0")) for s in suites)),
-            "errors": str(errors),
+            "errors": str(sum(int(s.get("errors", "0")) for s in suites)),
             "time": _seconds(outcome.ended - outcome.started),
         },
     )
