@@ -3,24 +3,29 @@
 ``openvino.convert_model`` is the frontend; the model is compiled for the CPU plugin with f32
 inference precision: the default on these CPUs is bf16, whose rounding (4e-3..4e-2) would drown
 the conversion bugs we are after in false inconsistencies (PITFALLS.md).
+
+Inputs are fed by name and only the source model's declared outputs are read back: a converted
+model whose parameters or results do not carry the source model's names has changed the model's
+interface, which is itself a finding (``InterfaceError``, raised at the run stage: a crash), never
+something to paper over by feeding in position order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from opera.targets import Target, register_target
+from opera.targets import ArtifactError, Target, register_target
 from opera.targets._artifacts import export_torch
 from opera.targets._onnx_prep import prepare_onnx
 from opera.templates import SingleOpModel
 
-__all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG"]
+__all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "InterfaceError"]
 
 COMPILE_CONFIG: dict[str, str] = {"INFERENCE_PRECISION_HINT": "f32"}
 
@@ -36,11 +41,19 @@ def _ov_core() -> Any:
     return _core
 
 
+class InterfaceError(RuntimeError):
+    """The converted model lost part of the source model's interface: a graph input has no
+    parameter of its name, or a declared output has no result. A frontend finding (a crash)."""
+
+
 @dataclass
 class OvModel:
     model: Any  # openvino.Model, or a CompiledModel after compile
     input_indices: list[int] | None = None  # positions in built.inputs of the model's parameters
     output_indices: list[int] | None = None  # the model's results that are the source model's outputs
+    # Why the model cannot be fed or read as the source model: raised by run, so that it is
+    # reported at the run stage (conversion itself succeeded).
+    interface_error: str | None = None
 
 
 class _OvTarget(Target):
@@ -66,9 +79,11 @@ class _OvTarget(Target):
 
     def compile(self, converted: OvModel) -> OvModel:
         compiled = _ov_core().compile_model(converted.model, "CPU", COMPILE_CONFIG)
-        return OvModel(compiled, converted.input_indices, converted.output_indices)
+        return dataclasses.replace(converted, model=compiled)
 
     def run(self, compiled: OvModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if compiled.interface_error is not None:
+            raise InterfaceError(compiled.interface_error)
         indices = compiled.input_indices
         feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
         request = compiled.model.create_infer_request()
@@ -172,26 +187,45 @@ class OvTorchTarget(_OvTarget):
 
         program = export_torch(built)
         model = ov.convert_model(program)
-        return OvModel(model, _torch_input_indices(model, program))
+        indices, error = _torch_input_indices(model, program)
+        return OvModel(model, indices, interface_error=error)
 
 
-def _torch_input_indices(model: Any, program: Any) -> list[int] | None:
-    """Positions of the OpenVINO model's parameters among the program's user inputs.
-
-    OpenVINO drops a parameter the result does not depend on (``linspace(0, t, steps=0)``); feeding
-    it every input then fails with "Input port for index 0 was not found", a false crash.
-    """
+def _torch_input_indices(model: Any, program: Any) -> tuple[list[int], str | None]:
+    """Positions of the OpenVINO model's parameters among the program's user inputs, by name
+    (``_match_parameters``; OpenVINO names each parameter after its placeholder)."""
     names = list(program.graph_signature.user_inputs)
-    if len(model.inputs) == len(names):
-        return None
-    position = {name: i for i, name in enumerate(names)}
-    indices = []
-    for param in model.inputs:
-        match = next((position[n] for n in param.get_names() if n in position), None)
-        if match is None:
-            return None
-        indices.append(match)
-    return indices
+    return _match_parameters([set(p.get_names()) for p in model.inputs], names)
+
+
+def _match_parameters(parameters: list[set[str]], sources: list[str]) -> tuple[list[int], str | None]:
+    """For each parameter (its tensor names), the position of the source input of the same name;
+    and why the model cannot be fed by name (None when it can).
+
+    Fewer parameters than inputs, each matched, is fine: OpenVINO drops a parameter no result
+    depends on (``linspace(0, t, steps=0)``, an ONNX ``CastLike``'s target), and feeding it anyway
+    fails with "Input port for index 0 was not found". A parameter that matches no input (or
+    several, or one already matched) means the frontend renamed the model's interface: a user who
+    feeds the inputs by name cannot run it. Self-contained (reproducer scripts embed its source).
+    """
+    indices: list[int] = []
+    strays: list[list[str]] = []
+    for names in parameters:
+        match = [i for i, source in enumerate(sources) if source in names]
+        if len(match) == 1 and match[0] not in indices:
+            indices.append(match[0])
+        else:
+            strays.append(sorted(names))
+    if not strays:
+        return indices, None
+    missing = [source for i, source in enumerate(sources) if i not in indices]
+    head = (
+        f"OpenVINO model has no parameter for input {missing[0]!r}"
+        if missing
+        else "OpenVINO model has parameters that match no single source input"
+    )
+    # The first line is what the crash signature keeps: the same for every instance of the defect.
+    return indices, f"{head}\nparameter names {strays} match no source input of {list(sources)}"
 
 
 @register_target
@@ -214,16 +248,9 @@ class OvOnnxTarget(_OvTarget):
             model = ov.convert_model(path)
         finally:
             os.unlink(path)
-        by_name = {name: i for i, name in zip(prepared.runtime_indices, prepared.runtime_names, strict=True)}
-        indices = []
-        for param in model.inputs:
-            names = param.get_names()
-            match = next((by_name[n] for n in names if n in by_name), None)
-            if match is None:
-                indices = prepared.runtime_indices
-                break
-            indices.append(match)
-        return OvModel(model, indices)
+        # The graph's input names are part of the model's interface: matched by name, never by position.
+        found, error = _match_parameters([set(p.get_names()) for p in model.inputs], prepared.runtime_names)
+        return OvModel(model, [prepared.runtime_indices[i] for i in found], interface_error=error)
 
 
 @register_target
@@ -244,41 +271,70 @@ class OvKerasTarget(_OvTarget):
         import openvino as ov
 
         model = ov.convert_model(built.model)
-        return OvModel(model, _keras_input_indices(model, built), _signature_outputs(model))
+        declared = list(built.model.outputs)
+        unrepresentable = [
+            t.name for t in declared if getattr(t, "sparse", False) or getattr(t, "ragged", False)
+        ]
+        if unrepresentable:
+            raise ArtifactError(
+                f"the Keras model's outputs {unrepresentable} are sparse or ragged: OpenVINO has no such "
+                "tensors and returns their components, which no dense reference can be compared with"
+            )
+        indices, input_error = _keras_input_indices(model, built)
+        outputs, output_error = _declared_outputs(
+            [set(o.get_names()) for o in model.outputs], [t.name for t in declared]
+        )
+        return OvModel(model, indices, outputs, input_error or output_error)
 
 
-_SIGNATURE_OUTPUT = re.compile(r"^Identity(_\d+)?:0$")
+def _declared_outputs(results: list[set[str]], declared: list[str]) -> tuple[list[int] | None, str | None]:
+    """For each declared output of the Keras model (its tensor name), the index of its result in
+    the converted model (None: all results, in order); and why they cannot be found.
 
-
-def _signature_outputs(model: Any) -> list[int] | None:
-    """Indices of the results that are the TensorFlow signature's outputs (``Identity[_k]:0``).
-
-    OpenVINO's TensorFlow frontend also turns some dangling internal tensors into results (e.g.
-    ``linspace/Cast_1:0`` of ``keras.ops.linspace``), so the converted model has more outputs than
-    the Keras model. They are left out of the comparison (the real outputs are still compared); the
-    extra results themselves are a frontend quirk noted in the README, not a wrong value.
+    OpenVINO traces ``model(x)`` into a TensorFlow signature whose outputs are named either after
+    the Keras output tensors (``keras_tensor_12``: returned as a dict keyed by name, so one tensor
+    declared twice is one result) or ``Identity``, ``Identity_1``, ... in output order. The
+    frontend also adds results the model does not declare: dangling internal tensors
+    (``linspace/Cast_1:0`` of ``keras.ops.linspace``, an LSTM's last state), ``Identity_k`` past the
+    declared count. Only the declared outputs are compared, in their order, each once. An output
+    that is an input (an augmentation layer in inference) is a result named after the parameter,
+    or not named at all: such results, neither signature outputs nor internal tensors (a scoped
+    ``a/b:0`` name), stand for the declared outputs left, in order, when they are exactly as many.
+    Self-contained (reproducer scripts embed its source).
     """
-    keep = [
-        i for i, out in enumerate(model.outputs) if any(_SIGNATURE_OUTPUT.match(n) for n in out.get_names())
-    ]
-    if not keep or len(keep) == len(model.outputs):
-        return None
-    return keep
+    import re
+
+    first: dict[str, int] = {}
+    for index, names in enumerate(results):
+        for name in names:
+            first.setdefault(name, index)  # a name on two results (a duplicate) counts once
+    chosen: list[int | None] = []
+    for k, tensor_name in enumerate(declared):
+        identity = "Identity:0" if k == 0 else f"Identity_{k}:0"
+        chosen.append(first.get(tensor_name, first.get(identity)))
+    unmatched = [k for k, index in enumerate(chosen) if index is None]
+    if unmatched:
+        signature = set(declared)
+        anonymous = [
+            i
+            for i, names in enumerate(results)
+            if i not in chosen
+            and not any(n in signature or re.fullmatch(r"Identity(_\d+)?:0", n) or "/" in n for n in names)
+        ]
+        if len(anonymous) != len(unmatched):
+            return None, (
+                f"OpenVINO model has no result for declared output {unmatched[0]}\n"
+                f"declared outputs {list(declared)}, result names {[sorted(n) for n in results]}"
+            )
+        for k, index in zip(unmatched, anonymous, strict=True):
+            chosen[k] = index
+    kept = [int(i) for i in chosen if i is not None]
+    return (None if kept == list(range(len(results))) else kept), None
 
 
-def _keras_input_indices(model: Any, built: SingleOpModel) -> list[int] | None:
-    """Match OV parameters to Keras inputs by name (the TF frontend may reorder them)."""
-    try:
-        keras_names = list(built.input_names) or [t.name.split(":")[0] for t in built.model.inputs]
-    except Exception:
-        return None
-    if len(keras_names) != len(model.inputs):
-        return None
-    indices = []
-    for param in model.inputs:
-        names = {n.split(":")[0] for n in param.get_names()}
-        match = [i for i, k in enumerate(keras_names) if k in names]
-        if len(match) != 1:
-            return None
-        indices.append(match[0])
-    return indices
+def _keras_input_indices(model: Any, built: SingleOpModel) -> tuple[list[int], str | None]:
+    """Match OV parameters to Keras inputs by name (the TF frontend may reorder them; a tensor
+    name carries a port suffix, ``input_0:0``)."""
+    keras_names = list(built.input_names) or [t.name.split(":")[0] for t in built.model.inputs]
+    parameters = [set(p.get_names()) | {n.split(":")[0] for n in p.get_names()} for p in model.inputs]
+    return _match_parameters(parameters, keras_names)
