@@ -2,11 +2,22 @@
 
 ``module`` instances construct ``api(*args, **kwargs)`` under ``torch.manual_seed(seed)`` (so the
 weights are reproducible) and feed it the recorded forward inputs. ``function`` instances
-(``torch.add``, ``torch.nn.functional.gelu``, ``torch.Tensor.add``, ...) become a small wrapper
-module whose ``forward`` takes the call's tensor arguments (top-level positional arguments, keyword
-arguments and tensors directly inside top-level lists/tuples) as inputs and passes every other
-argument as a constant. That keeps the tensors as graph inputs for ``torch.export`` and the
-compilers behind it, while shapes, axes, dtypes, ... stay constants as in the original call.
+(``torch.add``, ``torch.nn.functional.conv2d``, ``torch.Tensor.add``, ...) become a small wrapper
+module (``CallWithConstants``) that makes the recorded call; shapes, axes, dtypes, ... are
+constants as in the original call. Its tensor arguments (top-level positional arguments, keyword
+arguments and tensors directly inside top-level lists/tuples) are placed by ``tensor_args``:
+
+``"constants"`` (the default): the *data* tensor (the first tensor argument: ``input``/``self`` of
+    ``torch.nn.functional.conv2d(input, weight, bias)``, ``torch.Tensor.add``, the first of
+    ``torch.cat``'s list) is the one graph input; every other tensor argument (a weight, bias,
+    index, target, mask, running statistic, a binary operator's second operand) is a constant:
+    a buffer of the wrapper module, which ``torch.export`` lifts as a ``BUFFER`` that the
+    frontends bind as a constant, the way a real model holds its weights.
+``"inputs"``: every tensor argument is a graph input (the form before the constants default: a
+    frontend sees weights as runtime parameters, a different conversion path).
+
+Module instances are not affected: their weights are the module's own parameters (constants
+already) and their forward inputs are the model's runtime inputs by construction.
 """
 
 from __future__ import annotations
@@ -24,7 +35,18 @@ from opera.model import InstanceKind, OperatorInstance
 from opera.templates import SingleOpModel, Template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
-__all__ = ["TorchTemplate", "numpy_to_torch", "resolve_api", "torch_inputs", "torch_to_numpy"]
+__all__ = [
+    "TENSOR_ARGS",
+    "CallWithConstants",
+    "TorchTemplate",
+    "numpy_to_torch",
+    "resolve_api",
+    "torch_inputs",
+    "torch_to_numpy",
+]
+
+# Where a function instance's tensor arguments go (see the module docstring); the first is the default.
+TENSOR_ARGS = ("constants", "inputs")
 
 # numpy dtypes torch cannot take through ``from_numpy``: stored as same-width integer bits.
 _BIT_VIEWS: dict[np.dtype, tuple[Any, torch.dtype]] = {
@@ -122,13 +144,29 @@ class _Slot:
         return f"<input {self.index}>"
 
 
-def _fill(template: Any, inputs: Sequence[torch.Tensor]) -> Any:
+class _Const:
+    """Placeholder in an argument template for the wrapper's constant buffer ``name``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<constant {self.name}>"
+
+
+def _fill(template: Any, inputs: Sequence[torch.Tensor], module: nn.Module | None = None) -> Any:
+    """``template`` with the forward ``inputs`` and ``module``'s constant buffers put in."""
     if isinstance(template, _Slot):
         return inputs[template.index]
+    if isinstance(template, _Const):
+        assert module is not None
+        return getattr(module, template.name)
     if isinstance(template, list):
-        return [_fill(t, inputs) for t in template]
+        return [_fill(t, inputs, module) for t in template]
     if isinstance(template, tuple):
-        return tuple(_fill(t, inputs) for t in template)
+        return tuple(_fill(t, inputs, module) for t in template)
     return template
 
 
@@ -136,10 +174,20 @@ class CallWithConstants(nn.Module):
     """``forward(*tensors)`` = ``target(*args, **kwargs)`` with the tensors put back in their slots.
 
     ``target`` is a torch function (``torch.add``, ``torch.Tensor.add``) or a submodule; the
-    argument templates hold constants and ``_Slot`` placeholders.
+    argument templates hold constants, ``_Slot`` placeholders (forward inputs) and ``_Const``
+    placeholders: tensors held as the module's buffers (``constants``, name -> tensor), so that
+    ``torch.export`` lifts them as buffers (constants to the frontends) and ``.to(device)``
+    moves them.
     """
 
-    def __init__(self, target: Any, args_template: tuple[Any, ...], kwargs_template: dict[str, Any], api: str) -> None:
+    def __init__(
+        self,
+        target: Any,
+        args_template: tuple[Any, ...],
+        kwargs_template: dict[str, Any],
+        api: str,
+        constants: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         super().__init__()
         if isinstance(target, nn.Module):
             self.op = target
@@ -149,25 +197,37 @@ class CallWithConstants(nn.Module):
         self._args_template = args_template
         self._kwargs_template = kwargs_template
         self.api = api
+        self.constant_names: tuple[str, ...] = tuple(constants or ())
+        for name, tensor in (constants or {}).items():
+            self.register_buffer(name, tensor)
 
     def forward(self, *inputs: torch.Tensor) -> Any:
         target = self.op if self._function is None else self._function
-        args = _fill(self._args_template, inputs)
-        kwargs = {k: _fill(v, inputs) for k, v in self._kwargs_template.items()}
+        args = _fill(self._args_template, inputs, self)
+        kwargs = {k: _fill(v, inputs, self) for k, v in self._kwargs_template.items()}
         return target(*args, **kwargs)
 
     def extra_repr(self) -> str:
+        if self.constant_names:
+            return f"api={self.api}, constants={', '.join(self.constant_names)}"
         return f"api={self.api}"
+
+    def constants(self) -> dict[str, torch.Tensor]:
+        """The constant tensors by buffer name."""
+        return {name: getattr(self, name) for name in self.constant_names}
 
     def call_spec(self) -> dict[str, Any]:
         """The call as plain data, for a script that has torch but not Opera: ``target`` is the
         submodule, or ``{"__opera_api__": api}`` for a function (torch functions do not all pickle:
         ``torch.unique`` is a local closure); each input slot in ``args``/``kwargs`` is
-        ``{"__opera_input__": k}``."""
+        ``{"__opera_input__": k}``, each constant ``{"__opera_constant__": name}`` with its tensor
+        in ``constants`` (the script registers them as buffers: ``.to(device)`` moves them)."""
 
         def plain(value: Any) -> Any:
             if isinstance(value, _Slot):
                 return {"__opera_input__": value.index}
+            if isinstance(value, _Const):
+                return {"__opera_constant__": value.name}
             if isinstance(value, list):
                 return [plain(v) for v in value]
             if isinstance(value, tuple):
@@ -178,40 +238,106 @@ class CallWithConstants(nn.Module):
             "target": self.op if self._function is None else {"__opera_api__": self.api},
             "args": plain(self._args_template),
             "kwargs": {k: plain(v) for k, v in self._kwargs_template.items()},
+            "constants": {name: tensor.detach().clone() for name, tensor in self.constants().items()},
         }
 
 
-def _split_tensors(
-    args: Sequence[Any], kwargs: dict[str, Any], inputs: list[np.ndarray]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Replace top-level tensors (and tensors directly inside top-level lists/tuples) by slots.
+# Keyword names under which a call passes its data tensor when it passes it by keyword.
+_DATA_KEYWORDS = ("input", "self")
 
-    The tensors are appended to ``inputs`` (as numpy) in forward order; everything else is turned
-    into its torch constant.
+
+def _split_tensors(
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    inputs: list[np.ndarray],
+    constants: dict[str, torch.Tensor] | None = None,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Replace top-level tensors (and tensors directly inside top-level lists/tuples) by placeholders.
+
+    Without ``constants`` (the "inputs" form) every tensor becomes a forward input: appended to
+    ``inputs`` (as numpy) in forward order, a ``_Slot`` in the template. With ``constants`` (the
+    "constants" form) only the data tensor does (``_data_tensor``); the others are added to
+    ``constants`` under a name saying where they were (``arg1``, ``kw_weight``, ``arg0_1``) and are
+    ``_Const`` placeholders. Everything else is turned into its torch constant.
+    """
+    data = _data_tensor(args, kwargs) if constants is not None else None
+
+    def take(value: Any, where: tuple[Any, ...], name: str) -> Any:
+        if not _is_tensor_value(value):
+            return _to_torch(value)
+        array = value.materialize() if isinstance(value, TensorSpec) else np.asarray(value)
+        if constants is None or where == data:
+            inputs.append(array)
+            return _Slot(len(inputs) - 1)
+        constants[name] = _canonical(numpy_to_torch(array))
+        return _Const(name)
+
+    def top(value: Any, where: tuple[Any, ...], name: str) -> Any:
+        if isinstance(value, list):
+            return [take(v, (*where, j), f"{name}_{j}") for j, v in enumerate(value)]
+        if isinstance(value, tuple):
+            return tuple(take(v, (*where, j), f"{name}_{j}") for j, v in enumerate(value))
+        return take(value, where, name)
+
+    args_template = tuple(top(a, (i,), f"arg{i}") for i, a in enumerate(args))
+    kwargs_template = {k: top(v, (k,), _buffer_name(k)) for k, v in kwargs.items()}
+    return args_template, kwargs_template
+
+
+def _canonical(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with the row-major strides a tensor made by torch has: ``torch.from_numpy`` of a
+    zero-size array gives strides of 0 (``(0, 0, 0)``), which TVM's runtime then rejects for the
+    bound constant ("expected to be compact array") while ``torch.zeros(0, 10, 3)`` has
+    ``(30, 3, 1)``; a model's weights come from torch, not from numpy."""
+    if tensor.is_contiguous() and tensor.numel() > 0:
+        return tensor
+    return torch.empty(tensor.shape, dtype=tensor.dtype).copy_(tensor)
+
+
+def _buffer_name(keyword: str) -> str:
+    """A keyword as a buffer name that cannot clash with the positional ones or the module's own
+    attributes (``op``, ``api``, ``training``, ...)."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in keyword)
+    return f"kw_{name}"
+
+
+def _data_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Where the call's data tensor is: ``(i,)`` / ``(i, j)`` for a positional argument (or an item
+    of a top-level list), ``(keyword,)`` / ``(keyword, j)`` for a keyword argument.
+
+    The rule: the first tensor among the positional arguments (a torch function's first tensor
+    parameter is its data: ``input``/``self``; ``torch.cat``'s first list item; ``torch.einsum``'s
+    first operand after the equation); when the call passes no tensor positionally, the tensor
+    under ``input``/``self``, else the first keyword tensor. None: the call has no tensor.
     """
 
-    def take(value: Any) -> Any:
-        if _is_tensor_value(value):
-            inputs.append(value.materialize() if isinstance(value, TensorSpec) else np.asarray(value))
-            return _Slot(len(inputs) - 1)
-        return _to_torch(value)
+    def tensors(value: Any, where: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        if isinstance(value, (list, tuple)):
+            return [(*where, j) for j, v in enumerate(value) if _is_tensor_value(v)]
+        return [where] if _is_tensor_value(value) else []
 
-    def top(value: Any) -> Any:
-        if isinstance(value, list):
-            return [take(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(take(v) for v in value)
-        return take(value)
-
-    args_template = tuple(top(a) for a in args)
-    kwargs_template = {k: top(v) for k, v in kwargs.items()}
-    return args_template, kwargs_template
+    for i, value in enumerate(args):
+        found = tensors(value, (i,))
+        if found:
+            return found[0]
+    keyword = [k for k in kwargs if k in _DATA_KEYWORDS] + [k for k in kwargs if k not in _DATA_KEYWORDS]
+    for k in keyword:
+        found = tensors(kwargs[k], (k,))
+        if found:
+            return found[0]
+    return None
 
 
 class TorchTemplate(Template):
     library = "torch"
 
-    def build(self, inst: OperatorInstance, seed: int = 0) -> SingleOpModel:
+    def build(
+        self, inst: OperatorInstance, seed: int = 0, *, tensor_args: str = TENSOR_ARGS[0]
+    ) -> SingleOpModel:
+        """``tensor_args``: where a function instance's tensor arguments go, ``"constants"`` (the
+        data tensor is the graph input, the others constants) or ``"inputs"`` (all graph inputs)."""
+        if tensor_args not in TENSOR_ARGS:
+            raise ValueError(f"tensor_args must be one of {', '.join(TENSOR_ARGS)}, not {tensor_args!r}")
         target = resolve_api(inst.api)
         inputs: list[np.ndarray] = []
         if inst.kind == InstanceKind.MODULE:
@@ -230,8 +356,9 @@ class TorchTemplate(Template):
         elif inst.kind == InstanceKind.FUNCTION:
             if isinstance(target, type) and issubclass(target, nn.Module):
                 raise TypeError(f"{inst.api} is a module class, not a function")
-            args_template, kwargs_template = _split_tensors(inst.args, dict(inst.kwargs), inputs)
-            model = CallWithConstants(target, args_template, kwargs_template, inst.api).eval()
+            constants: dict[str, torch.Tensor] | None = {} if tensor_args == "constants" else None
+            args_template, kwargs_template = _split_tensors(inst.args, dict(inst.kwargs), inputs, constants)
+            model = CallWithConstants(target, args_template, kwargs_template, inst.api, constants).eval()
         else:
             raise ValueError(f"the torch template cannot build {inst.kind.value!r} instances")
         return SingleOpModel(
@@ -239,13 +366,45 @@ class TorchTemplate(Template):
             model=model,
             inputs=inputs,
             input_names=[f"input_{i}" for i in range(len(inputs))],
-            details={"seed": seed},
+            details={"seed": seed, "tensor_args": tensor_args},
         )
 
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
+        model = built.model
+        constants = model.constants() if isinstance(model, CallWithConstants) else {}
+        saved = {name: tensor.clone() for name, tensor in constants.items()}
         with torch.no_grad():
-            result = built.model(*torch_inputs(built))
-        return flatten_outputs(result)
+            try:
+                return flatten_outputs(model(*torch_inputs(built)))
+            finally:
+                # an operator that writes into a constant (batch_norm's running statistics in
+                # training mode) must leave it as built: the second reference run and the
+                # compilers start from the same values
+                for name, tensor in saved.items():
+                    setattr(model, name, tensor)
+
+
+    def second_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
+        """The same model in float64 (what PyTorch asks of fuzzer reports before calling a
+        float32 difference a bug): float inputs, parameters and buffers promoted, run eagerly.
+        None when nothing is floating point or the float64 run fails."""
+        import copy
+
+        floating = [np.asarray(x).dtype.kind == "f" or np.asarray(x).dtype.name == "bfloat16" for x in inputs]
+        model = built.model
+        has_float_state = any(t.is_floating_point() for t in [*model.parameters(), *model.buffers()])
+        if not any(floating) and not has_float_state:
+            return None
+        try:
+            model64 = copy.deepcopy(model).to(torch.float64)
+            tensors = tuple(
+                numpy_to_torch(np.asarray(x)).to(torch.float64) if f else numpy_to_torch(np.asarray(x))
+                for x, f in zip(inputs, floating, strict=True)
+            )
+            with torch.no_grad():
+                return "torch float64", flatten_outputs(model64(*tensors))
+        except Exception:
+            return None
 
 
 def torch_inputs(built: SingleOpModel) -> tuple[torch.Tensor, ...]:

@@ -45,6 +45,10 @@ class WorkerSettings:
     unsupported_config: str | None = None
     reproducer_dir: str | None = None  # None: no reproducers
     log_dir: str | None = None  # worker stdout/stderr go to files here (None: inherit)
+    # torch function instances: "constants" (the data tensor is the graph input, weights, bias,
+    # indices, ... are constants) or "inputs" (every tensor argument a graph input); see
+    # templates/torch_template.py
+    torch_tensor_args: str = "constants"
 
 
 @dataclass(frozen=True)
