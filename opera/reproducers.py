@@ -46,47 +46,109 @@ def _prepared_onnx(built: SingleOpModel) -> tuple[bytes, list[np.ndarray], int |
     return bytes(prepared.model.SerializeToString()), prepared.select(built.inputs), opset  # type: ignore[attr-defined]
 
 
-def _tvm_run() -> str:
+_TVM_LAYOUT_FALLBACK = """\
+try:
+    executable = tvm.compile(mod, target="llvm")
+except Exception as default_failure:  # as the target: retry with the layouts TVM can legalize
+    converted = legalizable_layouts(mod)
+    if converted is mod:
+        raise
+    try:
+        executable = tvm.compile(converted, target="llvm")
+    except Exception:
+        raise default_failure from None
+"""
+
+
+def _tvm_run(layout_fallback: bool = False) -> str:
     """Compile and run on the Relax VM, and flatten the outputs as the tvm targets do (their own
-    source: a ``tvm_ffi.Shape`` is one int64 tensor, containers are walked in order)."""
+    source: a ``tvm_ffi.Shape`` is one int64 tensor, containers are walked in order).
+    ``layout_fallback``: a failed compile is retried after the target's ``legalizable_layouts``
+    (tvm-keras), as the target does."""
     import inspect
 
     from opera.targets import _artifacts
     from opera.targets import tvm as tvm_target
 
     helpers = (_artifacts._is_tvm_shape, _artifacts._is_iterable_container, _artifacts.flatten_outputs)
+    fallback = getattr(tvm_target, "legalizable_layouts", None) if layout_fallback else None
+    compile_code = (
+        inspect.getsource(fallback) + "\n\n" + _TVM_LAYOUT_FALLBACK
+        if fallback is not None
+        else 'executable = tvm.compile(mod, target="llvm")\n'
+    )
+    imports = (
+        "from collections.abc import Iterable\nfrom typing import Any\nimport tvm\nfrom tvm import relax\n"
+    )
     return (
-        "from collections.abc import Iterable\n"
-        "from typing import Any\n"
-        "import tvm\n"
-        "from tvm import relax\n"
-        'executable = tvm.compile(mod, target="llvm")\n'
-        "vm = relax.VirtualMachine(executable, tvm.cpu())\n"
-        "result = vm['main'](*[tvm.runtime.tensor(np.ascontiguousarray(x)) for x in INPUTS])\n\n"
+        imports
+        + compile_code
+        + "vm = relax.VirtualMachine(executable, tvm.cpu())\n"
+        + "result = vm['main'](*[tvm.runtime.tensor(np.asarray(x, order='C')) for x in INPUTS])\n\n"
         + "".join(inspect.getsource(f) for f in (*helpers, tvm_target._tvm_to_numpy))
         + "\noutputs = flatten_outputs(result, to_numpy=_tvm_to_numpy)\n"
     )
 
 
-def _ov_run() -> str:
-    """Compile, run, and read the outputs as the ov targets do: the decoding of OpenVINO's raw-bit
-    outputs is the target's own source (one definition, not a copy that could drift)."""
+def _ov_run(names: str = "None", keras_outputs: bool = False) -> str:
+    """Compile, feed, run, and read the outputs as the ov targets do, with the target's own source
+    (one definition, not a copy that could drift): parameters matched to the inputs by name
+    (``_match_parameters``; ``names`` is a Python expression for the inputs' names, "None": by
+    position), a frontend that lost an input's name raising ``InterfaceError`` as the run does, the
+    input casts, the declared Keras outputs only (``keras_outputs``: ``_declared_outputs`` of
+    ``keras_model``; a TensorFlow tensor name's ``:0`` port suffix is then ignored, as
+    ``_keras_input_indices`` does), and the decoding of OpenVINO's raw-bit outputs."""
     import inspect
 
     from opera.targets import openvino as ov_target
 
     decode = "".join(inspect.getsource(f) for f in (ov_target._unpack_raw_bits, ov_target._from_ov_tensor))
-    return (
+    encode = "".join(inspect.getsource(f) for f in (ov_target._as_port_type, ov_target._to_ov_tensor))
+    match = inspect.getsource(ov_target._match_parameters)
+    code = (
         "from typing import Any\n"
         "import openvino as ov\n"
         'compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})\n'
-        "request = compiled.create_infer_request()\n"
-        "request.infer([ov.Tensor(np.ascontiguousarray(x)) for x in INPUTS])\n"
+        "request = compiled.create_infer_request()\n\n\n"
+        "class InterfaceError(RuntimeError):\n"
+        '    """The converted model lost part of the source model\'s interface (as the target raises it)."""\n\n\n'
+        + match
+        + "\n\n"
+        + encode
+        + f"\nINPUT_NAMES = {names}\n"
+        "feed, interface_error = list(INPUTS), None\n"
+        "if INPUT_NAMES is not None:  # by name: a parameter carries its input's name\n"
+        "    found, interface_error = _match_parameters(\n"
+        + (
+            "        [set(p.get_names()) | {n.split(':')[0] for n in p.get_names()} for p in model.inputs], INPUT_NAMES\n"
+            if keras_outputs
+            else "        [set(p.get_names()) for p in model.inputs], INPUT_NAMES\n"
+        )
+        + "    )\n"
+        "    feed = [INPUTS[i] for i in found]\n"
+    )
+    if keras_outputs:
+        code += (
+            "\n"
+            + inspect.getsource(ov_target._declared_outputs)
+            + "\n\nOUTPUT_INDICES, output_error = _declared_outputs(\n"
+            "    [set(o.get_names()) for o in model.outputs], [t.name for t in keras_model.outputs]\n"
+            ")\n"
+            "interface_error = interface_error or output_error\n"
+        )
+    else:
+        code += "OUTPUT_INDICES = None\n"
+    return (
+        code + "if INPUT_NAMES is not None and interface_error is not None:\n"
+        "    raise InterfaceError(interface_error)\n"
+        "if len(compiled.inputs) == len(feed):\n"
+        "    feed = [_as_port_type(x, port) for x, port in zip(feed, compiled.inputs)]\n"
+        "request.infer([_to_ov_tensor(x) for x in feed])\n"
         f"_RAW_BIT_TYPES = {ov_target._RAW_BIT_TYPES!r}\n\n"
         + decode
-        + "\noutputs = [_from_ov_tensor(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]\n"
+        + "\nwanted = OUTPUT_INDICES if OUTPUT_INDICES is not None else range(len(compiled.outputs))\n"
+        "outputs = [_from_ov_tensor(request.get_output_tensor(i)) for i in wanted]\n"
     )
-
 
 
 def _tvm_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
@@ -101,11 +163,14 @@ def _tvm_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
 
 def _ov_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
     artifact, inputs, _ = _prepared_onnx(built)
+    from opera.targets._onnx_prep import prepare_onnx
+
+    names = prepare_onnx(built.model, built.inputs, built.input_names or None).runtime_names
     code = (
         "import os, tempfile\nimport openvino as ov\n"
         "fd, path = tempfile.mkstemp(suffix='.onnx'); os.write(fd, ARTIFACT); os.close(fd)\n"
         "try:\n    model = ov.convert_model(path)  # an in-memory ModelProto is rejected\n"
-        "finally:\n    os.unlink(path)\n" + _ov_run()
+        "finally:\n    os.unlink(path)\n" + _ov_run(repr(list(names)))
     )
     return artifact, inputs, code
 
@@ -128,8 +193,8 @@ program = torch.export.load(io.BytesIO(ARTIFACT))
 
 def _to_torch(x):
     if x.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(x).view(np.uint16)).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(x))
+        return torch.from_numpy(np.asarray(x, order="C").view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(np.asarray(x, order="C"))  # np.ascontiguousarray makes a 0-d array 1-d
 """
 
 
@@ -142,7 +207,11 @@ def _tvm_torch_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
 
 
 def _ov_torch_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
-    code = _TORCH_LOAD + "import openvino as ov\nmodel = ov.convert_model(program)\n" + _ov_run()
+    code = (
+        _TORCH_LOAD
+        + "import openvino as ov\nmodel = ov.convert_model(program)\n"
+        + _ov_run("list(program.graph_signature.user_inputs)")
+    )
     return _exported_program(built), list(built.inputs), code
 
 
@@ -180,13 +249,15 @@ _EAGER_LOAD = """\
 spec = torch.load(io.BytesIO(ARTIFACT), weights_only=False)  # the operator, its constants, input slots
 
 
-def _fill(template, inputs):
+def _fill(template, inputs, module):
     if isinstance(template, dict) and set(template) == {"__opera_input__"}:
         return inputs[template["__opera_input__"]]
+    if isinstance(template, dict) and set(template) == {"__opera_constant__"}:
+        return getattr(module, template["__opera_constant__"])  # a weight held as the model's buffer
     if isinstance(template, list):
-        return [_fill(t, inputs) for t in template]
+        return [_fill(t, inputs, module) for t in template]
     if isinstance(template, tuple):
-        return tuple([_fill(t, inputs) for t in template])
+        return tuple([_fill(t, inputs, module) for t in template])
     return template
 
 
@@ -204,10 +275,12 @@ class Call(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.op = spec["target"] if isinstance(spec["target"], torch.nn.Module) else None
+        for name, tensor in spec.get("constants", {}).items():
+            self.register_buffer(name, tensor)
 
     def forward(self, *inputs):
         op = self.op if self.op is not None else FUNCTION
-        return op(*_fill(spec["args"], inputs), **{k: _fill(v, inputs) for k, v in spec["kwargs"].items()})
+        return op(*_fill(spec["args"], inputs, self), **{k: _fill(v, inputs, self) for k, v in spec["kwargs"].items()})
 
 
 model = Call()"""
@@ -268,30 +341,174 @@ def _tvm_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
     inputs = [built.inputs[i] for i in input_indices] if input_indices is not None else list(built.inputs)
     code = (
         "import tflite\nfrom tvm.relax.frontend.tflite import from_tflite\n"
-        "mod = from_tflite(tflite.Model.GetRootAsModel(ARTIFACT, 0))\n" + _tvm_run()
+        "mod = from_tflite(tflite.Model.GetRootAsModel(ARTIFACT, 0))\n"
+        + _tvm_run(layout_fallback=bool(getattr(target, "_layout_fallback", False)))
     )
     if output_order is not None:
         code += f"outputs = [outputs[i] for i in {output_order!r}]\n"
     return buf, inputs, code
 
 
-def _ov_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
+_KERAS_LOAD = """\
+import os, tempfile
+import keras
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, 'model.keras')
+    open(path, 'wb').write(ARTIFACT)
+    keras_model = keras.saving.load_model(path, compile=False, safe_mode=False)
+"""
+
+# A model whose .keras file cannot be loaded back (an op argument Keras cannot deserialize, e.g.
+# ``keras.ops.associative_scan(f=operator.add)``): the script builds it again as the template did,
+# from the operator, its arguments (pickled by reference) and the inputs' specs, then sets the
+# run's weights.
+_KERAS_REBUILD = """\
+import pickle
+import keras
+spec = pickle.loads(ARTIFACT)  # the operator call, its arguments, the inputs' specs, the weights
+
+
+def _fill(template, inputs):
+    if isinstance(template, dict) and set(template) == {"__opera_input__"}:
+        return inputs[template["__opera_input__"]]
+    if isinstance(template, list):
+        return [_fill(t, inputs) for t in template]
+    if isinstance(template, tuple):
+        return tuple([_fill(t, inputs) for t in template])
+    if isinstance(template, dict):
+        return {k: _fill(v, inputs) for k, v in template.items()}
+    return template
+
+
+keras.utils.set_random_seed(spec["seed"])
+symbols = [keras.Input(batch_shape=shape, dtype=dtype, name=name) for shape, dtype, name in spec["inputs"]]
+call = spec["target"](*spec["layer_args"], **spec["layer_kwargs"]) if spec["layer"] else spec["target"]
+result = call(*_fill(spec["args"], symbols), **_fill(spec["kwargs"], symbols))
+keras_model = keras.Model(inputs=symbols, outputs=list(keras.tree.flatten(result)))
+if spec["weights"]:
+    keras_model.set_weights(spec["weights"])
+"""
+
+
+def _keras_reloads(data: bytes) -> bool:
+    import os
+    import tempfile
+
+    import keras
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.keras")
+        Path(path).write_bytes(data)
+        try:
+            keras.saving.load_model(path, compile=False, safe_mode=False)
+        except Exception:
+            return False
+    return True
+
+
+def _keras_call_spec(built: SingleOpModel) -> bytes | None:
+    """The template's call as a pickle a script with only Keras can rebuild (``_KERAS_REBUILD``),
+    or None (an argument that does not pickle by reference, or a model the template built otherwise)."""
+    import pickle
+
+    from opera.model import InstanceKind
+    from opera.templates import keras_template as kt
+
+    inst = built.instance
+    try:
+        holders = kt._Placeholders()
+        layer_args: list[Any] = []
+        layer_kwargs: dict[str, Any] = {}
+        if inst.kind == InstanceKind.MODULE:
+            target = kt.resolve_qualname(inst.api)
+            layer_args = [kt._to_library(a) for a in inst.args]
+            layer_kwargs = {k: kt._to_library(v) for k, v in inst.kwargs.items()}
+            args = holders.substitute(tuple(inst.inputs))
+            kwargs = holders.substitute(dict(inst.extra.get("call_kwargs", {})))
+            inference = getattr(kt, "_inference_call", None)  # training=False, as the template calls it
+            if inference is not None:
+                kwargs = inference(built.details["layer"], kwargs)
+        else:
+            target = kt.resolve_qualname(inst.api)
+            args, kwargs = holders.substitute(tuple(inst.args)), holders.substitute(dict(inst.kwargs))
+            if not holders.symbols:
+                holders = kt._Placeholders(promote_scalars=True)
+                args, kwargs = holders.substitute(tuple(inst.args)), holders.substitute(dict(inst.kwargs))
+    except Exception:
+        return None
+    if list(holders.names) != list(built.input_names or []) or [a.shape for a in holders.arrays] != [
+        np.shape(x) for x in built.inputs
+    ]:
+        return None
+    slot = {id(symbol): k for k, symbol in enumerate(holders.symbols)}
+
+    def slots(value: Any) -> Any:
+        if id(value) in slot:
+            return {"__opera_input__": slot[id(value)]}
+        if isinstance(value, list):
+            return [slots(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(slots(v) for v in value)
+        if isinstance(value, dict):
+            return {k: slots(v) for k, v in value.items()}
+        return value
+
+    spec = {
+        "target": target,
+        "layer": inst.kind == InstanceKind.MODULE,
+        "layer_args": layer_args,
+        "layer_kwargs": layer_kwargs,
+        "args": slots(args),
+        "kwargs": slots(kwargs),
+        "inputs": [
+            (tuple(s.shape), str(s.dtype), str(n))
+            for s, n in zip(holders.symbols, holders.names, strict=True)
+        ],
+        "seed": 0,
+        "weights": [np.asarray(w) for w in built.model.get_weights()],
+    }
+    try:
+        data = pickle.dumps(spec)
+    except Exception:
+        return None
+    if b"opera." in data or b"templates." in data:  # loading would import Opera's own modules
+        return None
+    return data
+
+
+def _keras_artifact(built: SingleOpModel) -> tuple[bytes, str]:
+    """(artifact, code setting ``keras_model``): the saved ``.keras`` model when Keras can load it
+    back, else the call rebuilt (``_KERAS_REBUILD``)."""
     import os
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.keras")
         built.model.save(path)
-        artifact = Path(path).read_bytes()
+        saved = Path(path).read_bytes()
+    if _keras_reloads(saved):
+        return saved, _KERAS_LOAD
+    spec = _keras_call_spec(built)
+    return (spec, _KERAS_REBUILD) if spec is not None else (saved, _KERAS_LOAD)
+
+
+def _ov_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
+    artifact, load = _keras_artifact(built)
     code = (
-        "import os, tempfile\nimport keras\nimport openvino as ov\n"
-        "with tempfile.TemporaryDirectory() as tmp:\n"
-        "    path = os.path.join(tmp, 'model.keras')\n"
-        "    open(path, 'wb').write(ARTIFACT)\n"
-        "    keras_model = keras.saving.load_model(path, compile=False)\n"
-        "model = ov.convert_model(keras_model)\n" + _ov_run()
+        load + "import openvino as ov\n"
+        "model = ov.convert_model(keras_model)\n"
+        + _ov_run(
+            f"{_keras_input_names(built)!r} or [t.name.split(':')[0] for t in keras_model.inputs]",
+            keras_outputs=True,
+        )
     )
     return artifact, list(built.inputs), code
+
+
+def _keras_input_names(built: SingleOpModel) -> list[str]:
+    """The Keras inputs' names, as ``ov-keras`` matches OpenVINO's parameters to them (empty: the
+    script takes the reloaded model's)."""
+    return list(built.input_names or [])
 
 
 REPRODUCER_STEPS: dict[str, Callable[[SingleOpModel, Any], ReproducerSteps]] = {
@@ -319,18 +536,38 @@ def reproducer_steps_for(target: Any) -> Callable[[SingleOpModel], ReproducerSte
 # ---- the script -------------------------------------------------------------------------------
 
 
+def _encode_string(value: Any) -> dict[str, str]:
+    """One element of a string tensor, base64 (the JSON sits in a Python string literal, where
+    its escapes of quotes and newlines would be read as Python's)."""
+    if isinstance(value, bytes | bytearray | np.bytes_):
+        return {"bytes": base64.b64encode(bytes(value)).decode()}
+    return {"str": base64.b64encode(str(value).encode("utf-8")).decode()}
+
+
 def _encode_arrays(arrays: list[Any]) -> str:
-    items = []
+    """dtype + shape + bytes per array (the script's ``_arrays`` reads them back). A 0-d array stays
+    0-d (``np.ascontiguousarray`` returns at least 1-d); string and object arrays (ONNX string
+    tensors) are stored as their values, one ``{"str"}`` or ``{"bytes"}`` per element; fixed-width
+    numpy strings (``<U5``) as their bytes."""
+    items: list[dict[str, Any]] = []
     for value in arrays:
-        arr = np.ascontiguousarray(np.asarray(value))
+        arr = np.asarray(value, order="C")
+        if arr.dtype.kind == "O":
+            items.append(
+                {
+                    "dtype": "object",
+                    "shape": list(arr.shape),
+                    "values": [_encode_string(v) for v in arr.reshape(-1).tolist()],
+                }
+            )
+            continue
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
+        # strings by their full spelling ("<U5": the name "str160" does not parse back); the rest
+        # by name (ml_dtypes' float8_e5m2 is "<f1" otherwise)
+        dtype = arr.dtype.str if arr.dtype.kind in "US" else arr.dtype.name
         items.append(
-            {
-                "dtype": arr.dtype.name,
-                "shape": list(arr.shape),
-                "b64": base64.b64encode(arr.tobytes()).decode(),
-            }
+            {"dtype": dtype, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode()}
         )
     return json.dumps(items)
 
@@ -367,11 +604,17 @@ def _dtype(name):
         return np.dtype(getattr(ml_dtypes, name))
 
 
+def _array(item):
+    if "values" in item:  # strings / objects
+        values = [base64.b64decode(v["bytes"]) if "bytes" in v else base64.b64decode(v["str"]).decode("utf-8") for v in item["values"]]
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = values
+        return arr.reshape(item["shape"])
+    return np.frombuffer(base64.b64decode(item["b64"]), dtype=_dtype(item["dtype"])).reshape(item["shape"]).copy()
+
+
 def _arrays(text):
-    return [
-        np.frombuffer(base64.b64decode(item["b64"]), dtype=_dtype(item["dtype"])).reshape(item["shape"]).copy()
-        for item in json.loads(text)
-    ]
+    return [_array(item) for item in json.loads(text)]
 
 
 ARTIFACT = base64.b64decode("""
@@ -379,38 +622,103 @@ ARTIFACT = base64.b64decode("""
 """.replace("\\n", ""))
 INPUTS = _arrays("""{inputs}""")
 EXPECTED = _arrays("""{expected}""")
-ATOL, RTOL = {atol!r}, {rtol!r}
+THRESHOLDS = {thresholds!r}  # per output: atol, rtol, whether the dtype must match
+COMPARE_VALUES = {compare_values!r}  # False for a random operator: count, shapes and dtypes only
 EXPECTED_OUTCOME = {outcome!r}
 
 # ---- the target's steps: convert, compile, run ----
 {code}
-# ---- compare with the library's reference ----
+# ---- compare with the library's reference (as Opera's oracle: opera/oracles.py) ----
+_LOW_PRECISION = ("float8_e5m2", "float8_e4m3fn", "bfloat16", "float16")
+
+
+def _comparable(x):
+    x = np.asarray(x)
+    if x.dtype.kind == "V" or x.dtype.name in _LOW_PRECISION:
+        return x.astype(np.float64)
+    if x.dtype.kind == "b":
+        return x.astype(np.int64)
+    return x
+
+
+def _nonfinite_mismatch(a, b):
+    """How the NaN/+Inf/-Inf positions differ ("" when they match: those positions are ignored)."""
+    a, b = _comparable(a), _comparable(b)
+    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
+        return ""
+    if a.dtype.kind in "OUSV" or b.dtype.kind in "OUSV":
+        return ""
+    kind = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
+    a, b = a.astype(kind), b.astype(kind)
+    parts = ((np.real, ""), (np.imag, " (imaginary part)")) if kind is np.complex128 else ((np.asarray, ""),)
+    for part, name in parts:
+        pa, pb = part(a), part(b)
+        if not np.array_equal(np.isnan(pa), np.isnan(pb)):
+            return f"NaN positions differ{{name}}: expected {{int(np.isnan(pa).sum())}}, got {{int(np.isnan(pb).sum())}}"
+        for sign, label in ((1, "+Inf"), (-1, "-Inf")):
+            if not np.array_equal(pa == sign * np.inf, pb == sign * np.inf):
+                return f"{{label}} positions differ{{name}}: expected {{int((pa == sign * np.inf).sum())}}, got {{int((pb == sign * np.inf).sum())}}"
+    return ""
 
 
 def _distance(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return float("inf"), f"shape {{a.shape}} vs {{b.shape}}"
+    """Chebyshev distance max |a - b|: integers exactly, strings equal or not, inf when the
+    NaN/Inf patterns differ, matching NaN/Inf positions ignored."""
+    a, b = _comparable(a), _comparable(b)
     if a.size == 0:
-        return 0.0, ""
-    fa, fb = a.astype(np.complex128 if "complex" in a.dtype.name else np.float64), b.astype(np.complex128 if "complex" in b.dtype.name else np.float64)
-    if not np.array_equal(np.isnan(fa), np.isnan(fb)) or not np.array_equal(np.isinf(fa) & (fa.real > 0), np.isinf(fb) & (fb.real > 0)):
-        return float("inf"), "NaN/Inf positions differ"
+        return 0.0
+    if a.dtype.kind in "OUS" or b.dtype.kind in "OUS":
+        return 0.0 if np.array_equal(a, b) else float("inf")
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        differs = a != b
+        if not differs.any():
+            return 0.0
+        return float(max(abs(int(x) - int(y)) for x, y in zip(a[differs].tolist(), b[differs].tolist())))
+    if _nonfinite_mismatch(a, b):
+        return float("inf")
+    kind = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
+    fa, fb = a.astype(kind), b.astype(kind)
     finite = np.isfinite(fa) & np.isfinite(fb)
-    return (float(np.abs(fa[finite] - fb[finite]).max()) if finite.any() else 0.0), ""
+    return float(np.abs(fa[finite] - fb[finite]).max()) if finite.any() else 0.0
+
+
+def _allowed(expected, atol, rtol):
+    if rtol == 0.0:
+        return atol
+    arr = _comparable(expected)
+    if arr.size == 0:
+        return atol
+    if arr.dtype.kind in "fc":
+        magnitudes = np.abs(arr[np.isfinite(arr)])
+        return atol + rtol * (float(magnitudes.max()) if magnitudes.size else 0.0)
+    return atol + rtol * float(np.abs(arr.astype(np.float64)).max())
 
 
 failed = len(outputs) != len(EXPECTED)
 if failed:
     print(f"output count differs: expected {{len(EXPECTED)}}, got {{len(outputs)}}")
 for index, (expected, actual) in enumerate(zip(EXPECTED, outputs)):
-    distance, why = _distance(expected, actual)
-    magnitudes = np.abs(expected.astype(np.complex128 if expected.dtype.kind == "c" else np.float64))
-    magnitudes = magnitudes[np.isfinite(magnitudes)]
-    allowed = ATOL + RTOL * (float(magnitudes.max()) if magnitudes.size else 0.0)
-    bad = distance > allowed or bool(why)
-    failed = failed or bad
-    print(f"output {{index}}: {{expected.dtype}}{{list(expected.shape)}} chebyshev distance {{distance:.6g}} (allowed {{allowed:.3g}}){{' ' + why if why else ''}}{{'  <- INCONSISTENT' if bad else ''}}")
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    atol, rtol, check_dtype = THRESHOLDS[index]
+    problems, distance, allowed = [], float("inf"), _allowed(expected, atol, rtol)
+    if expected.shape != actual.shape:
+        problems.append(f"shape {{expected.shape}} vs {{actual.shape}}")
+    else:
+        if check_dtype and expected.dtype != actual.dtype:
+            problems.append(f"dtype {{expected.dtype}} vs {{actual.dtype}}")
+        pattern = _nonfinite_mismatch(expected, actual) if COMPARE_VALUES else ""
+        if pattern:
+            problems.append(pattern)
+        else:
+            try:
+                distance = _distance(expected, actual)
+            except (TypeError, ValueError) as exc:
+                problems.append(f"not comparable ({{exc}})")
+            else:
+                if COMPARE_VALUES and distance > allowed:
+                    problems.append(f"distance {{distance:.6g}} > {{allowed:.3g}}")
+    failed = failed or bool(problems)
+    print(f"output {{index}}: {{expected.dtype}}{{list(expected.shape)}} chebyshev distance {{distance:.6g}} (allowed {{allowed:.3g}}){{'  <- INCONSISTENT: ' + '; '.join(problems) if problems else ''}}")
 if failed:
     print("REPRODUCED: the outputs differ from the library's reference")
     sys.exit(1)
@@ -423,6 +731,24 @@ _REQUIREMENTS = {
     "torch": "numpy, torch",
     "keras": "numpy, keras/tensorflow",
 }
+
+
+def _thresholds(
+    config: Any, target: str, instance: OperatorInstance, built: SingleOpModel, reference: list[Any]
+) -> list[tuple[float, float, bool]]:
+    """Per reference output, the (atol, rtol, check_dtype) the oracle judged it with
+    (``opera.oracles.compare_outputs``: the judging dtype, then the instance's float tolerance)."""
+    from opera.oracles import _LOW_PRECISION, _judging_dtype
+
+    input_dtypes = [a.dtype.name for a in built.inputs if isinstance(a, np.ndarray)]
+    out = []
+    for value in reference:
+        ref = np.asarray(value)
+        threshold = config.threshold(target, _judging_dtype(ref, input_dtypes))
+        if instance.tolerance is not None and (ref.dtype.kind in "fcV" or ref.dtype.name in _LOW_PRECISION):
+            threshold = threshold.loosened(instance.tolerance.atol, instance.tolerance.rtol)
+        out.append((float(threshold.atol), float(threshold.rtol), bool(threshold.check_dtype)))
+    return out
 
 
 def write_reproducer(
@@ -451,11 +777,8 @@ def write_reproducer(
     artifact, inputs, code = steps_of(built)
     from opera.oracles import load_oracle_config
 
-    threshold = load_oracle_config().threshold(
-        target.name, np.asarray(reference[0]).dtype.name if reference else "float32"
-    )
-    if instance.tolerance is not None:
-        threshold = threshold.loosened(instance.tolerance.atol, instance.tolerance.rtol)
+    oracle = load_oracle_config()
+    thresholds = _thresholds(oracle, target.name, instance, built, reference)
     message = " ".join(result.message.strip().splitlines()[-1:])[:300].replace('"""', "'''")
     compiler = getattr(target, "compiler", "the compiler")
     text = _SCRIPT.format(
@@ -471,8 +794,8 @@ def write_reproducer(
         artifact=_wrap(base64.b64encode(artifact).decode()),
         inputs=_encode_arrays(inputs),
         expected=_encode_arrays(reference),
-        atol=threshold.atol,
-        rtol=threshold.rtol,
+        thresholds=thresholds,
+        compare_values=not oracle.is_random(instance.api),
         code=code,
     )
     out_dir = Path(directory)

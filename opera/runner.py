@@ -95,8 +95,12 @@ class RunConfig:
     oracle_config: str | None = None
     unsupported_config: str | None = None
     reproducers: bool = True
+    # after the run, re-run each of its signatures' reproducers in a fresh process (opera.verify_reproducers)
+    verify_reproducers: bool = True
     executor: str = "local"  # opera.executors.EXECUTORS
     address: str | None = None  # cluster executors: auto | HOST:PORT (None: start one here)
+    # torch function instances: weights etc. as constants (a real model) or every tensor an input
+    torch_tensor_args: str = "constants"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +124,9 @@ class RunSummary:
     ran_now: int  # results added by this invocation
     elapsed_s: float
     notes: list[str] = field(default_factory=list)
+    # the run's reproducers re-run on their own (VerificationSummary.to_json()); None: not verified
+    reproduction: dict[str, Any] | None = None
+    reproduction_lines: list[str] = field(default_factory=list)
 
     def render(self, store_path: str) -> str:
         lines = [
@@ -138,6 +145,7 @@ class RunSummary:
             lines.extend(f"  {s}" for s in self.new_signatures)
         else:
             lines.append("no new bug signatures")
+        lines.extend(self.reproduction_lines)
         lines.extend(self.notes)
         if self.status != RUN_COMPLETE:
             lines.append(f"resume with: opera run --store {store_path} --resume {self.run_id}")
@@ -260,6 +268,7 @@ def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
         unsupported_config=config.unsupported_config,
         reproducer_dir=str(base / "repro") if config.reproducers else None,
         log_dir=str(base / "logs" / f"run-{run_id}"),
+        torch_tensor_args=config.torch_tensor_args,
     )
 
 
@@ -315,7 +324,9 @@ def start_run(
         )
         for note in notes:
             print(note, file=out or sys.stderr)
-        return _execute(store, run_id, config, instances, show_progress, executor_factory, [])
+        summary = _execute(store, run_id, config, instances, show_progress, executor_factory, [])
+        _verify_reproducers(store, config, summary, show_progress)
+        return summary
 
 
 def resume_run(
@@ -329,6 +340,7 @@ def resume_run(
     executor_factory: Callable[[int, WorkerSettings], Executor] | None = None,
     executor: str | None = None,
     address: str | None = None,
+    verify_reproducers: bool | None = None,
 ) -> RunSummary:
     """Finish a run: the planned tests with no result yet. Corpus, targets, order, limit and seed
     come from the stored run; worker count and timeout may be changed. The run's original budget
@@ -347,6 +359,8 @@ def resume_run(
             config.timeout_s = timeout_s
         if executor is not None:
             config.executor, config.address = executor, address
+        if verify_reproducers is not None:
+            config.verify_reproducers = verify_reproducers
         config.budget_s = budget_s  # resuming means finishing: the stored budget is not re-applied
         _check_configs(config)
         targets = _resolve_targets(config.targets, check_here=config.executor == "local")
@@ -358,7 +372,9 @@ def resume_run(
             raise OperaError(
                 f"run {run_id}: {len(missing)} planned instance(s) are no longer in its corpus files, e.g. {missing[0]}"
             )
-        return _execute(store, run_id, config, instances, show_progress, executor_factory, [])
+        summary = _execute(store, run_id, config, instances, show_progress, executor_factory, [])
+        _verify_reproducers(store, config, summary, show_progress)
+        return summary
 
 
 def _safe_versions(target: Any) -> dict[str, str]:
@@ -467,6 +483,74 @@ def _execute(
     )
 
 
+def _verify_reproducers(store: ResultStore, config: RunConfig, summary: RunSummary, show: bool) -> None:
+    """Re-run the run's signatures' reproducers in fresh processes and store whether each shows
+    its failure (those not verified yet, or verified with other compiler versions); then put the
+    verdicts of all the run's signatures in the summary. Never fails the run: a run interrupted
+    or killed here keeps its results, ``opera bugs --verify-pending`` finishes the verification."""
+    from opera.verify_reproducers import needs_verification, summarize, verify_bugs
+
+    run_id = summary.run_id
+    if not config.reproducers:
+        return
+    versions = store.get_run(run_id).versions
+    bugs = store.bugs(run_id)
+    todo = [b for b in bugs if needs_verification(b, versions.get(b.target))]
+    skipped = ""
+    if not config.verify_reproducers:
+        skipped = "not verified (--no-verify)"
+    elif summary.status == RUN_INTERRUPTED:
+        skipped = "not verified (the run was interrupted)"
+    elif todo and config.executor != "local":  # the scripts run here: the compilers must be here
+        here = {t for t in {b.target for b in todo} if _available_here(t)}
+        gone = sorted({b.target for b in todo} - here)
+        if gone:
+            summary.notes.append(f"note: reproducers of {', '.join(gone)} not verified: not installed here")
+        todo = [b for b in todo if b.target in here]
+    interrupted = False
+    done = 0
+    if todo and not skipped:
+        from opera.executors.local import default_max_rss_bytes
+
+        done, interrupted = verify_bugs(
+            store,
+            todo,
+            timeout_s=config.timeout_s,
+            workers=config.effective_workers(),
+            max_rss_bytes=config.max_rss_bytes or default_max_rss_bytes(config.effective_workers()),
+            versions=versions.get,
+            show_progress=show,
+            desc=f"verify run {run_id}",
+        )
+    result = summarize(store.bugs(run_id))
+    result.verified_now = done
+    result.interrupted = interrupted
+    result.skipped_reason = skipped
+    summary.reproduction = result.to_json()
+    if result.verified + result.unverified == 0:
+        return
+    lines = [result.headline() + (f", {skipped}" if skipped and result.unverified else "")]
+    for bug in result.failing[:20]:
+        lines.append(f"  {bug.repro_status}: {bug.signature}: {bug.repro_detail[:200]}")
+    if len(result.failing) > 20:
+        lines.append(f"  ... {len(result.failing) - 20} more (opera bugs --run {run_id})")
+    if result.unverified:
+        why = "interrupted; " if interrupted else ""
+        lines.append(
+            f"  {why}verify them with: opera bugs --store {config.store} --run {run_id} --verify-pending"
+        )
+    summary.reproduction_lines = lines
+
+
+def _available_here(target: str) -> bool:
+    from opera.targets import get_target
+
+    try:
+        return get_target(target).availability() is None
+    except Exception:
+        return False
+
+
 def _local_executor(workers: int, settings: WorkerSettings) -> Executor:
     from opera.executors.local import LocalExecutor
 
@@ -492,7 +576,9 @@ def _handle(
     size = instance_size(task.instance)
     path = _adopt(store, repro_dir, failed.signature, size, outcome.reproducer)
     if path is not None:
-        store.set_reproducer(run_id, task.instance.id, task.target, failed.signature, path, size)
+        store.set_reproducer(
+            run_id, task.instance.id, task.target, failed.signature, path, size, api=task.instance.api
+        )
 
 
 def _adopt(

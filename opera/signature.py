@@ -23,6 +23,7 @@ __all__ = [
     "NATIVE_FRONTEND_COMPILERS",
     "crash_signature",
     "harness_signature",
+    "target_crash_signature",
     "inconsistency_signature",
     "native_location",
     "native_signature",
@@ -153,3 +154,15 @@ def harness_signature(exc: BaseException, target: str) -> str:
         if rel is not None:
             where = f"{rel}:{frame.name}"
     return f"harness:{target}:{where}:{type(cause).__name__}"
+
+
+def target_crash_signature(exc: BaseException, target_name: str, target: object) -> str:
+    """The crash signature of ``exc`` on a target object: its frontend paths, its compiler's
+    packages, and whether its frontend is native. The one formula the run, the masked crashes of a
+    fallback pipeline, and reproducer verification all use."""
+    frontend_paths = tuple(getattr(target, "frontend_paths", ()))
+    compiler = str(getattr(target, "compiler", ""))
+    packages = tuple(sorted({p.strip("/").split("/")[0] for p in frontend_paths} | {compiler}))
+    return crash_signature(
+        exc, target_name, frontend_paths, packages, native_frontend=compiler in NATIVE_FRONTEND_COMPILERS
+    )

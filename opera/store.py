@@ -8,7 +8,10 @@ Tables:
   starts. ``--resume`` runs exactly the planned tests that have no result yet, so a resumed run
   neither loses nor repeats a test even if the corpus order or the flags changed meanwhile.
 - ``results``: one row per finished test, ``UNIQUE(run, instance_id, target)``.
-- ``bugs``: one row per bug signature across runs (first/last run, count, the smallest reproducer).
+- ``bugs``: one row per bug signature across runs (first/last run, count, the smallest reproducer,
+  and whether that reproducer, re-run on its own in a fresh process, shows the failure:
+  ``repro_status``, see ``opera.verify_reproducers``; NULL until verified, reset when a smaller
+  reproducer replaces it).
 
 WAL journal, one transaction per result (the result row and its bug row commit together, so a
 SIGKILL at any moment leaves both consistent). ``PRAGMA user_version`` holds ``SCHEMA_VERSION``;
@@ -42,11 +45,25 @@ __all__ = [
     "StoreError",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 
 # Migrations from an older schema version to the next one (applied in order, in one transaction).
 _MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';",  # 1 -> 2: run ownership
+    # 2 -> 3: reproducer verification; and the example's api is the api of the example instance
+    # (it was the first result's api, kept when a smaller instance's reproducer replaced it)
+    2: """ALTER TABLE bugs ADD COLUMN repro_status TEXT;
+ALTER TABLE bugs ADD COLUMN repro_detail TEXT NOT NULL DEFAULT '';
+ALTER TABLE bugs ADD COLUMN repro_exit INTEGER;
+ALTER TABLE bugs ADD COLUMN repro_seconds REAL;
+ALTER TABLE bugs ADD COLUMN repro_checked REAL;
+ALTER TABLE bugs ADD COLUMN repro_versions TEXT;
+UPDATE bugs SET example_api = COALESCE((SELECT r.api FROM results r WHERE r.signature = bugs.signature
+    AND r.instance_id = bugs.example_instance ORDER BY r.id LIMIT 1), example_api);
+""",
+    # 3 -> 4: a crash of the target's default pipeline that a fallback pipeline worked around
+    # (tvm-keras ConvertLayout): kept with the result, and a bug of its own
+    3: "ALTER TABLE results ADD COLUMN masked_signature TEXT;",
 }
 
 _SCHEMA = """
@@ -84,6 +101,7 @@ CREATE TABLE IF NOT EXISTS results (
     reproducer TEXT,
     source_suite TEXT NOT NULL,
     finished REAL NOT NULL,
+    masked_signature TEXT,
     UNIQUE (run, instance_id, target)
 );
 CREATE INDEX IF NOT EXISTS results_by_signature ON results(signature);
@@ -97,11 +115,18 @@ CREATE TABLE IF NOT EXISTS bugs (
     example_instance TEXT NOT NULL,
     example_api TEXT NOT NULL,
     reproducer TEXT,
-    reproducer_size INTEGER
+    reproducer_size INTEGER,
+    repro_status TEXT,
+    repro_detail TEXT NOT NULL DEFAULT '',
+    repro_exit INTEGER,
+    repro_seconds REAL,
+    repro_checked REAL,
+    repro_versions TEXT
 );
 """
 
 _RUN_COLUMNS = "id, config, tool_version, versions, corpus, started, ended, status"
+_REPRO_COLUMNS = "repro_status, repro_detail, repro_exit, repro_seconds, repro_checked, repro_versions"
 
 RUN_RUNNING = "running"
 RUN_COMPLETE = "complete"
@@ -171,6 +196,13 @@ class BugRecord:
     example_api: str
     reproducer: str | None
     reproducer_size: int | None
+    # the reproducer re-run on its own (opera.verify_reproducers): None = not verified yet
+    repro_status: str | None = None
+    repro_detail: str = ""
+    repro_exit: int | None = None  # exit status (negative: the signal), None for a hang
+    repro_seconds: float | None = None
+    repro_checked: float | None = None  # UNIX time of the verification
+    repro_versions: dict[str, Any] | None = None  # the target's versions it was verified with
 
 
 def _encode_distance(distance: float | None) -> float | None:
@@ -326,11 +358,13 @@ class ResultStore:
         must never run a test twice.
         """
         new_bug = False
+        masked = (result.extra.get("masked_crash") or {}).get("signature")
         with self._transaction():
             try:
                 self._db.execute(
                     """INSERT INTO results (run, instance_id, api, target, outcome, stage, signature, distance,
-                       duration, message, reproducer, source_suite, finished) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                       duration, message, reproducer, source_suite, finished, masked_signature)
+                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                     (
                         run_id,
                         result.instance_id,
@@ -345,53 +379,50 @@ class ResultStore:
                         result.reproducer,
                         result.source_suite,
                         time.time(),
+                        masked,
                     ),
                 )
             except sqlite3.IntegrityError:
                 raise StoreError(
                     f"run {run_id} already has a result for {result.instance_id} on {result.target}"
                 ) from None
+            if masked:
+                new_bug = self._count_bug(masked, result, run_id, Outcome.CRASH) or new_bug
             if result.signature and result.outcome in FAILURE_OUTCOMES:
-                row = self._db.execute(
-                    "SELECT count FROM bugs WHERE signature=?", (result.signature,)
-                ).fetchone()
-                if row is None:
-                    new_bug = True
-                    self._db.execute(
-                        """INSERT INTO bugs (signature, target, outcome, first_run, last_run, count, example_instance,
-                           example_api, reproducer, reproducer_size) VALUES (?,?,?,?,?,?,?,?,?,?)""",
-                        (
-                            result.signature,
-                            result.target,
-                            result.outcome.value,
-                            run_id,
-                            run_id,
-                            1,
-                            result.instance_id,
-                            result.api,
-                            None,
-                            None,
-                        ),
-                    )
-                else:
-                    self._db.execute(
-                        "UPDATE bugs SET last_run=?, count=count+1 WHERE signature=?",
-                        (run_id, result.signature),
-                    )
+                new_bug = self._count_bug(result.signature, result, run_id, result.outcome) or new_bug
                 if result.reproducer:
                     self._adopt_reproducer(
-                        result.signature, result.reproducer, instance_size, result.instance_id
+                        result.signature, result.reproducer, instance_size, result.instance_id, result.api
                     )
         return new_bug
 
+    def _count_bug(self, signature: str, result: TestResult, run_id: int, outcome: Outcome) -> bool:
+        """Create the bug row of ``signature`` or count one more result for it; True when new."""
+        row = self._db.execute("SELECT count FROM bugs WHERE signature=?", (signature,)).fetchone()
+        if row is None:
+            self._db.execute(
+                """INSERT INTO bugs (signature, target, outcome, first_run, last_run, count, example_instance,
+                   example_api, reproducer, reproducer_size) VALUES (?,?,?,?,?,?,?,?,?,?)""",
+                (signature, result.target, outcome.value, run_id, run_id, 1, result.instance_id, result.api, None, None),
+            )
+            return True
+        self._db.execute("UPDATE bugs SET last_run=?, count=count+1 WHERE signature=?", (run_id, signature))
+        return False
+
     def _adopt_reproducer(
-        self, signature: str, path: str, instance_size: int | None, instance_id: str
+        self, signature: str, path: str, instance_size: int | None, instance_id: str, api: str | None
     ) -> None:
+        """Make ``path`` the bug's reproducer when it is the smallest so far: the example (instance
+        and its api) becomes that instance, and the new script is not verified yet."""
         size = instance_size if instance_size is not None else 1 << 62
         self._db.execute(
-            """UPDATE bugs SET reproducer=?, reproducer_size=?, example_instance=?
+            """UPDATE bugs SET reproducer=?, reproducer_size=?, example_instance=?, example_api=COALESCE(?, (
+                   SELECT r.api FROM results r WHERE r.signature=bugs.signature AND r.instance_id=?
+                   ORDER BY r.id LIMIT 1), example_api),
+               repro_status=NULL, repro_detail='', repro_exit=NULL, repro_seconds=NULL, repro_checked=NULL,
+               repro_versions=NULL
                WHERE signature=? AND (reproducer IS NULL OR reproducer_size IS NULL OR reproducer_size > ?)""",
-            (path, size, instance_id, signature, size),
+            (path, size, instance_id, api, instance_id, signature, size),
         )
 
     def wants_reproducer(self, signature: str, instance_size: int) -> bool:
@@ -405,15 +436,56 @@ class ResultStore:
         return reproducer is None or size is None or instance_size < size
 
     def set_reproducer(
-        self, run_id: int, instance_id: str, target: str, signature: str, path: str, instance_size: int
+        self,
+        run_id: int,
+        instance_id: str,
+        target: str,
+        signature: str,
+        path: str,
+        instance_size: int,
+        api: str | None = None,
     ) -> None:
-        """Attach a reproducer to a result and make it the bug's reproducer when it is smaller."""
+        """Attach a reproducer to a result and make it the bug's reproducer when it is smaller
+        (``api``: the instance's; None: read from its stored result)."""
         with self._transaction():
             self._db.execute(
                 "UPDATE results SET reproducer=? WHERE run=? AND instance_id=? AND target=?",
                 (path, run_id, instance_id, target),
             )
-            self._adopt_reproducer(signature, path, instance_size, instance_id)
+            self._adopt_reproducer(signature, path, instance_size, instance_id, api)
+
+    def set_reproduction(
+        self,
+        signature: str,
+        reproducer: str,
+        reproducer_size: int | None,
+        *,
+        status: str,
+        detail: str,
+        exit_code: int | None,
+        seconds: float,
+        versions: dict[str, Any] | None,
+    ) -> bool:
+        """Record whether the bug's reproducer ``reproducer`` shows its failure on its own (one
+        transaction). False, and nothing changes, when the bug's reproducer is no longer that
+        script (a smaller instance's replaced it meanwhile, under the same file name: that one is
+        not verified yet)."""
+        cur = self._db.execute(
+            """UPDATE bugs SET repro_status=?, repro_detail=?, repro_exit=?, repro_seconds=?, repro_checked=?,
+               repro_versions=? WHERE signature=? AND reproducer=? AND reproducer_size IS ?""",
+            (
+                status,
+                detail,
+                exit_code,
+                float(seconds),
+                time.time(),
+                json.dumps(versions, sort_keys=True) if versions is not None else None,
+                signature,
+                reproducer,
+                reproducer_size,
+            ),
+        )
+        return cur.rowcount > 0
 
     def results(self, run_id: int | None = None) -> list[TestResult]:
         query = """SELECT run, instance_id, api, target, outcome, stage, signature, distance, duration, message,
@@ -477,20 +549,37 @@ class ResultStore:
         """All bug signatures, or those seen in one run (count = that run's results then)."""
         if run_id is None:
             rows = self._db.execute(
-                """SELECT signature, target, outcome, first_run, last_run, count, example_instance, example_api,
-                   reproducer, reproducer_size FROM bugs ORDER BY count DESC, signature"""
+                f"""SELECT signature, target, outcome, first_run, last_run, count, example_instance, example_api,
+                   reproducer, reproducer_size, {_REPRO_COLUMNS} FROM bugs ORDER BY count DESC, signature"""
             )
         else:
             rows = self._db.execute(
-                """SELECT b.signature, b.target, b.outcome, b.first_run, b.last_run, COUNT(r.id), b.example_instance,
-                   b.example_api, b.reproducer, b.reproducer_size
-                   FROM bugs b JOIN results r ON r.signature=b.signature AND r.run=?
+                f"""SELECT b.signature, b.target, b.outcome, b.first_run, b.last_run, COUNT(r.id), b.example_instance,
+                   b.example_api, b.reproducer, b.reproducer_size, {_REPRO_COLUMNS.replace("repro_", "b.repro_")}
+                   FROM bugs b JOIN results r ON (r.signature=b.signature OR r.masked_signature=b.signature) AND r.run=?
                    GROUP BY b.signature ORDER BY COUNT(r.id) DESC, b.signature""",
                 (run_id,),
             )
         return [
-            BugRecord(sig, target, Outcome(outcome), first, last, count, example, api, repro, size)
-            for sig, target, outcome, first, last, count, example, api, repro, size in rows
+            BugRecord(
+                sig,
+                target,
+                Outcome(outcome),
+                first,
+                last,
+                count,
+                example,
+                api,
+                repro,
+                size,
+                status,
+                detail or "",
+                exit_code,
+                seconds,
+                checked,
+                json.loads(versions) if versions else None,
+            )
+            for sig, target, outcome, first, last, count, example, api, repro, size, status, detail, exit_code, seconds, checked, versions in rows
         ]
 
     # ---- helpers ----------------------------------------------------------------------------

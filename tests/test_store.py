@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from opera.outcomes import Outcome, Stage, TestResult
-from opera.store import ResultStore, StoreError
+from opera.store import SCHEMA_VERSION, ResultStore, StoreError
 
 
 def _result(
@@ -128,11 +128,14 @@ def test_a_version_1_store_is_migrated(tmp_path) -> None:
         run = store.create_run({"seed": 3}, tool_version="x", versions={}, corpus=[], planned=[("a", "t")])
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE runs DROP COLUMN owner")  # the version 1 layout
+    for column in ("repro_status", "repro_detail", "repro_exit", "repro_seconds", "repro_checked", "repro_versions"):
+        db.execute(f"ALTER TABLE bugs DROP COLUMN {column}")  # (added by version 3)
+    db.execute("ALTER TABLE results DROP COLUMN masked_signature")  # (added by version 4)
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.close()
     with ResultStore(path) as store:
-        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert store.get_run(run).config == {"seed": 3}
         store.claim_run(run)
         assert [p.instance_id for p in store.pending(run)] == ["a"]

@@ -84,7 +84,7 @@ def state() -> WorkerState:
 @pytest.mark.parametrize(
     ("instance_id", "api", "test"), CRASHED_IN_CODEGEN, ids=[a for _, a, _ in CRASHED_IN_CODEGEN]
 )
-def test_transposed_conv_reaches_the_comparison(instance_id, api, test, corpus, state) -> None:
+def test_transposed_conv_reaches_the_comparison(instance_id, api, test, corpus, state, tmp_path) -> None:
     inst = corpus[instance_id]
     assert (inst.api, inst.source.test) == (api, test)
     result = execute_task(TestTask(0, inst, "tvm-keras"), state, lambda stage: None).result
@@ -98,6 +98,19 @@ def test_transposed_conv_reaches_the_comparison(instance_id, api, test, corpus, 
     assert result.stage is Stage.COMPARE
     # these three compute what Keras computes
     assert result.outcome is Outcome.PASS and result.distance is not None and result.distance < 1e-3, result
+    # the default pipeline's crash travels with the verdict, to be stored as one bug of its own
+    masked = result.extra.get("masked_crash")
+    assert masked is not None and masked["signature"].startswith("crash:tvm-keras:"), masked
+    assert CODEGEN_CRASH in masked["message"]
+    from opera.store import ResultStore
+
+    with ResultStore(tmp_path / "store.db") as store:
+        run = store.create_run(
+            {}, tool_version="test", versions={}, corpus=[], planned=[(inst.id, "tvm-keras")]
+        )
+        store.add_result(run, result)
+        bugs = store.bugs(run)
+        assert [(b.signature, b.count, b.outcome) for b in bugs] == [(masked["signature"], 1, Outcome.CRASH)]
 
 
 @pytest.mark.slow

@@ -1,15 +1,24 @@
-"""opera bugs [--store] [--run]: unique bug signatures with counts and one reproducer each."""
+"""opera bugs [--store] [--run] [--verify | --verify-pending]: unique bug signatures with counts,
+one reproducer each, and whether that reproducer shows its failure on its own."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 from opera.errors import OperaError
-from opera.store import ResultStore
+from opera.store import BugRecord, ResultStore
 
 HELP = "list unique bug signatures (crash, native crash, timeout, inconsistency) with a reproducer each"
+
+# what the status column says for a bug whose reproducer was never run on its own
+_UNVERIFIED = "unverified"
+_NO_SCRIPT = "no-reproducer"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,31 +30,138 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="outcomes and unique signatures per source (human-written vs generated instances) instead",
     )
+    verify = parser.add_mutually_exclusive_group()
+    verify.add_argument(
+        "--verify",
+        action="store_true",
+        help="first re-run every listed signature's reproducer in a fresh process and record whether it "
+        "shows its failure",
+    )
+    verify.add_argument(
+        "--verify-pending",
+        action="store_true",
+        help="the same, only for reproducers not verified yet (e.g. after `opera run --no-verify`, or a "
+        "verification that was interrupted)",
+    )
+    parser.add_argument(
+        "--timeout",
+        default=None,
+        help="per-script limit for --verify: the run's per-test timeout (default: the run's, else 60s) "
+        "plus time for the script's imports",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="scripts run at a time for --verify (default: one per core)"
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     if not Path(args.store).exists():
         raise OperaError(f"store not found: {args.store}")
+    if args.workers is not None and args.workers < 1:
+        raise OperaError("--workers must be at least 1")
+    verifying = args.verify or args.verify_pending
+    if args.timeout is not None and not verifying:
+        raise OperaError("--timeout goes with --verify or --verify-pending")
     with ResultStore(args.store) as store:
-        if args.run is not None:
-            store.get_run(args.run)  # a clear error for an unknown run
+        run_record = (
+            store.get_run(args.run) if args.run is not None else None
+        )  # a clear error for an unknown run
         if args.by_source:
+            if verifying:
+                raise OperaError("--by-source does not verify; leave out --verify")
             return _by_source(store, args)
+        interrupted = False
+        if verifying:
+            interrupted = _verify(store, args, run_record)
         bugs = store.bugs(args.run)
+    from opera.verify_reproducers import summarize
+
+    summary = summarize(bugs)
     if args.json:
+        # one object per signature, as before; repro_status etc. say how its reproducer did
         print(json.dumps([{**b.__dict__, "outcome": b.outcome.value} for b in bugs], indent=2))
-        return 0
+        return 130 if interrupted else 0
     if not bugs:
         print("no bug signatures" + (f" in run {args.run}" if args.run is not None else ""))
-        return 0
+        return 130 if interrupted else 0
+    width = max(len(_status(b)) for b in bugs)
     for b in bugs:
-        print(f"{b.count:>5}  {b.signature}")
+        print(f"{b.count:>5}  {_status(b):<{width}}  {b.signature}")
+        pad = " " * (7 + width + 2)
         print(
-            f"       first run {b.first_run}, last run {b.last_run}, example {b.example_instance} ({b.example_api})"
+            f"{pad}first run {b.first_run}, last run {b.last_run}, example {b.example_instance} ({b.example_api})"
         )
-        print(f"       reproducer: {b.reproducer or '-'}")
-    print(f"{len(bugs)} signature(s)")
+        print(f"{pad}reproducer: {b.reproducer or '-'}")
+        if b.repro_status is not None and b.repro_detail:
+            print(f"{pad}on its own: {b.repro_detail}")
+    line = f"{len(bugs)} signature(s)"
+    if summary.verified or summary.unverified:
+        line += f"; {summary.headline()}"
+    print(line)
+    if summary.unverified:
+        where = f" --run {args.run}" if args.run is not None else ""
+        print(f"verify the rest with: opera bugs --store {args.store}{where} --verify-pending")
+    if interrupted:
+        print("verification interrupted: the verdicts shown are the ones stored")
+        return 130
     return 0
+
+
+def _status(bug: BugRecord) -> str:
+    if bug.reproducer is None:
+        return _NO_SCRIPT
+    return bug.repro_status or _UNVERIFIED
+
+
+def _verify(store: ResultStore, args: argparse.Namespace, run_record: Any) -> bool:
+    """Run the selected reproducers; True when interrupted (what was verified is stored)."""
+    from opera.runner import parse_duration
+    from opera.verify_reproducers import verify_bugs
+
+    bugs = [b for b in store.bugs(args.run) if b.reproducer is not None]
+    if args.verify_pending:
+        bugs = [b for b in bugs if b.repro_status is None]
+    unavailable = sorted(t for t in {b.target for b in bugs} if _current_versions(t) is None)
+    if unavailable:  # the scripts would die on a missing compiler: not a verdict on the bug
+        print(
+            f"not verified: {', '.join(unavailable)} not usable here (see `opera targets`)", file=sys.stderr
+        )
+        bugs = [b for b in bugs if b.target not in unavailable]
+    if args.timeout is not None:
+        timeout = parse_duration(args.timeout)
+    elif run_record is not None:
+        timeout = float(run_record.config.get("timeout_s") or 60.0)
+    else:
+        timeout = 60.0
+    workers = args.workers or max(1, os.cpu_count() or 1)
+    from opera.executors.local import default_max_rss_bytes
+
+    _, interrupted = verify_bugs(
+        store,
+        bugs,
+        timeout_s=timeout,
+        workers=workers,
+        max_rss_bytes=default_max_rss_bytes(workers),
+        versions=_current_versions,
+        show_progress=not args.quiet and not args.json,
+    )
+    return interrupted
+
+
+@functools.cache
+def _current_versions(target: str) -> dict[str, Any] | None:
+    """The installed compiler/library versions the scripts run with (as a run records them);
+    None when the target is not usable here."""
+    from opera.targets import get_target
+
+    try:
+        found = get_target(target)
+        if found.availability() is not None:
+            return None
+        return dict(found.versions())
+    except Exception:
+        return None
 
 
 def _by_source(store: ResultStore, args: argparse.Namespace) -> int:

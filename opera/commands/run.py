@@ -57,12 +57,26 @@ def add_worker_arguments(parser: argparse.ArgumentParser, seed_help: str) -> Non
         "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
     )
     parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not re-run each bug signature's reproducer in a fresh process after the run to record "
+        "whether it shows its failure (later: opera bugs --verify-pending)",
+    )
+    parser.add_argument(
+        "--torch-tensor-args",
+        choices=["constants", "inputs"],
+        default="constants",
+        help="torch function instances: 'constants' (default: the data tensor is the graph input; "
+        "weights, bias, indices, ... are constants, as in a real model) or 'inputs' (every tensor "
+        "argument is a graph input)",
+    )
 
 
 def worker_fields(args: argparse.Namespace, timeout_s: float | None) -> dict[str, Any]:
     """The ``RunConfig`` / ``NightlyConfig`` fields set by ``add_worker_arguments`` and
     ``add_executor_arguments`` (``timeout_s``: the parsed --timeout, None when not given)."""
-    return {
+    fields: dict[str, Any] = {
         "timeout_s": timeout_s if timeout_s is not None else 60.0,
         "workers": args.workers or 0,
         "seed": args.seed,
@@ -70,9 +84,12 @@ def worker_fields(args: argparse.Namespace, timeout_s: float | None) -> dict[str
         "oracle_config": args.oracle_config,
         "unsupported_config": args.unsupported_config,
         "reproducers": not args.no_reproducers,
+        "verify_reproducers": not args.no_verify,
         "executor": args.executor or "local",
         "address": args.address,
+        "torch_tensor_args": args.torch_tensor_args,
     }
+    return fields
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--order", args.order),
                 ("--limit", args.limit),
                 ("--oracle-config", args.oracle_config),
+                ("--torch-tensor-args", args.torch_tensor_args != "constants"),
             )
             if value
         ]
@@ -128,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             show_progress=not args.quiet,
             executor=args.executor,
             address=args.address,
+            verify_reproducers=False if args.no_verify else None,
         )
     else:
         if not args.corpus:

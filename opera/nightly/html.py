@@ -5,7 +5,9 @@ versions and their changes, outcome counts, change counts), the changed tests (n
 changed symptoms, fixed, still failing) with links to their reproducers, the newly unsupported /
 now supported operators, the time-to-bug plot (``opera.report.plots``) and the per-operator heat
 map. Reproducer links are relative to the report's folder, so a CI job can archive the store's
-folder and the report together.
+folder and the report together. Each reproducer's verdict when re-run on its own (``reproduces``,
+``not-reproduced``, ...; ``opera.verify_reproducers``) is shown next to it, and a "Reproducers"
+section counts them per target and lists those that do not show their failure.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import base64
 import html
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +27,7 @@ from opera.report.plots import plot_bugs_over_time
 
 if TYPE_CHECKING:
     from opera.nightly.pipeline import NightlyOutcome, TargetNight
+    from opera.store import BugRecord
 
 __all__ = ["bug_curve", "write_html"]
 
@@ -131,13 +135,30 @@ def _versions_table(outcome: NightlyOutcome) -> str:
     return f'<table id="versions">{head}{"".join(rows)}</table>'
 
 
-def _change_table(table_id: str, changes: list[Change], base: Path, first_night: bool = False) -> str:
+def _reproduces(bug: BugRecord | None) -> str:
+    """A reproducer's verdict when re-run on its own, for a table cell."""
+    if bug is None or not bug.reproducer:
+        return '<span class="muted">-</span>'
+    if bug.repro_status is None:
+        return '<span class="muted">not verified</span>'
+    if bug.repro_status == "reproduces":
+        return "reproduces"
+    return f'<b title="{_e(bug.repro_detail)}">{_e(bug.repro_status)}</b>'
+
+
+def _change_table(
+    table_id: str,
+    changes: list[Change],
+    base: Path,
+    first_night: bool = False,
+    bug_of: Callable[[str | None], BugRecord | None] | None = None,
+) -> str:
     """One row per group of changes with the same verdicts (one bug signature, usually)."""
     if not changes:
         return f'<p id="{table_id}" class="muted">none</p>'
     head = (
         "<tr><th>target</th><th>tests</th><th>operators</th><th>before</th><th>now</th>"
-        "<th>example instance</th><th>reproducer</th><th>tied to version change</th></tr>"
+        "<th>example instance</th><th>reproducer</th><th>on its own</th><th>tied to version change</th></tr>"
     )
     rows = []
     groups = group_changes(changes)
@@ -149,17 +170,53 @@ def _change_table(table_id: str, changes: list[Change], base: Path, first_night:
             tied = "n/a (first night)" if first_night else "n/a (not run last time)"
         else:
             tied = "; ".join(g.version_changes) or "no version change"
+        first = g.changes[0]
+        failing = first.after if first.after.is_failure else first.before
+        bug = bug_of(failing.signature) if bug_of is not None and failing is not None else None
         rows.append(
             "<tr>"
             f"<td>{_e(g.target)}</td><td class=n>{len(g.changes)}</td><td><code>{_e(shown)}</code></td>"
             f"<td>{_e(g.before)}</td><td>{_e(g.after)}</td>"
             f'<td><code title="{_e(example)}">{_e(example[:12])}</code></td>'
-            f"<td>{_link(g.reproducer, base)}</td><td>{_e(tied)}</td>"
+            f"<td>{_link(g.reproducer, base)}</td><td>{_reproduces(bug)}</td><td>{_e(tied)}</td>"
             "</tr>"
         )
     more = len(groups) - _ROW_LIMIT
     tail = f'<p class="muted">{more} more groups; every test is in the JUnit file</p>' if more > 0 else ""
     return f'<table id="{table_id}">{head}{"".join(rows)}</table>{tail}'
+
+
+def _reproducers_section(outcome: NightlyOutcome, base: Path) -> str:
+    """Per target: how many of its signatures' reproducers show their failure on their own; then
+    the ones that do not (or were not verified), with what they did instead."""
+    from opera.verify_reproducers import summarize
+
+    head = (
+        "<tr><th>target</th><th>signatures</th><th>reproduce</th><th>verified</th><th>not verified</th>"
+        "<th>verdict</th></tr>"
+    )
+    rows, failing = [], []
+    for night in outcome.nights:
+        summary = summarize(night.bugs)
+        rows.append(
+            f"<tr><td>{_e(night.target)}</td><td class=n>{len(night.bugs)}</td>"
+            f"<td class=n>{summary.reproducing}</td><td class=n>{summary.verified}</td>"
+            f"<td class=n>{summary.unverified}</td><td>{_e(summary.headline())}</td></tr>"
+        )
+        failing += [(night.target, b) for b in night.bugs if b.reproducer and b.repro_status != "reproduces"]
+    table = f'<table id="reproducers">{head}{"".join(rows)}</table>'
+    if not failing:
+        return table
+    head = (
+        "<tr><th>target</th><th>signature</th><th>reproducer</th><th>on its own</th><th>what it did</th></tr>"
+    )
+    items = "".join(
+        f"<tr><td>{_e(t)}</td><td><code>{_e(b.signature)}</code></td><td>{_link(b.reproducer, base)}</td>"
+        f"<td>{_e(b.repro_status or 'not verified')}</td><td>{_e(b.repro_detail)}</td></tr>"
+        for t, b in failing[:_ROW_LIMIT]
+    )
+    note = "Reproducers that do not show their failure on their own (re-run them: opera bugs --verify):"
+    return f'{table}<p>{_e(note)}</p><table id="reproducers-failing">{head}{items}</table>'
 
 
 def _operator_table(table_id: str, outcome: NightlyOutcome, kind: ChangeKind) -> str:
@@ -233,13 +290,22 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
         "<h2>Versions</h2>",
         _versions_table(outcome),
         "<h2>New failures</h2>",
-        _change_table("new-failures", new, base, first_night=bool(first)),
+        _change_table("new-failures", new, base, first_night=bool(first), bug_of=outcome.reproducer_status),
         "<h2>Changed symptom</h2>",
-        _change_table("changed-symptom", outcome.changes(ChangeKind.CHANGED_SYMPTOM), base),
+        _change_table(
+            "changed-symptom",
+            outcome.changes(ChangeKind.CHANGED_SYMPTOM),
+            base,
+            bug_of=outcome.reproducer_status,
+        ),
         "<h2>Fixed</h2>",
         _change_table("fixed", outcome.changes(ChangeKind.FIXED), base),
         "<h2>Still failing</h2>",
-        _change_table("still-failing", outcome.changes(ChangeKind.STILL_FAILING), base),
+        _change_table(
+            "still-failing", outcome.changes(ChangeKind.STILL_FAILING), base, bug_of=outcome.reproducer_status
+        ),
+        "<h2>Reproducers</h2>",
+        _reproducers_section(outcome, base),
         "<h2>Newly unsupported operators</h2>",
         _operator_table("newly-unsupported", outcome, ChangeKind.NEWLY_UNSUPPORTED),
         "<h2>Now supported operators</h2>",

@@ -8,7 +8,9 @@
 3. One ``opera run`` per target, smallest plan first, each with its share of what is left of the
    budget (``budget.py``), tagged with the nightly's number (``history.py``).
 4. Compare each target's run with its previous nightly run (``compare.py``), write JUnit XML and
-   the HTML report into the output directory.
+   the HTML report into the output directory. Each run re-runs its signatures' reproducers in fresh
+   processes (``opera.verify_reproducers``, unless ``--no-verify``); the reports say which reproducers
+   show their failure on their own.
 
 Bad input (unknown target, missing corpus, a budget too small to run anything, a store this Opera
 cannot read) raises ``OperaError`` before anything is stored.
@@ -30,7 +32,7 @@ from opera.model import OperatorInstance
 from opera.nightly.budget import BudgetClock, check_budget, run_order
 from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results, group_changes
 from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
-from opera.store import RUN_INTERRUPTED, RankedResult, ResultStore, RunRecord
+from opera.store import RUN_INTERRUPTED, BugRecord, RankedResult, ResultStore, RunRecord
 
 __all__ = ["NightlyConfig", "NightlyOutcome", "TargetNight", "default_targets", "run_nightly"]
 
@@ -56,8 +58,10 @@ class NightlyConfig:
     oracle_config: str | None = None
     unsupported_config: str | None = None
     reproducers: bool = True
+    verify_reproducers: bool = True  # re-run each signature's reproducer after each target's run
     executor: str = "local"  # opera.executors.EXECUTORS
     address: str | None = None  # cluster executors: auto | HOST:PORT
+    torch_tensor_args: str = "constants"  # --torch-tensor-args
 
 
 @dataclass
@@ -70,6 +74,17 @@ class TargetNight:
     planned: int
     replayed: int  # previous failures put first in the order
     prioritization_s: float
+    # the run's signatures, with their reproducers' verdicts when re-run on their own
+    bugs: list[BugRecord] = field(default_factory=list)
+
+    def reproduction_headline(self) -> str | None:
+        """``N of M reproducers reproduce ...`` for the run's signatures; None when it has none."""
+        from opera.verify_reproducers import summarize
+
+        summary = summarize(self.bugs)
+        if not summary.verified and not summary.unverified:
+            return None
+        return summary.headline()
 
 
 @dataclass
@@ -85,6 +100,12 @@ class NightlyOutcome:
     interrupted: bool = False
     junit: Path | None = None
     html: Path | None = None
+
+    def reproducer_status(self, signature: str | None) -> BugRecord | None:
+        """The bug row (reproducer and its verdict) of a signature seen tonight."""
+        if signature is None:
+            return None
+        return next((b for n in self.nights for b in n.bugs if b.signature == signature), None)
 
     def changes(self, kind: ChangeKind) -> list[Change]:
         return [c for n in self.nights for c in n.comparison.of(kind)]
@@ -250,8 +271,10 @@ def run_nightly(
             oracle_config=config.oracle_config,
             unsupported_config=config.unsupported_config,
             reproducers=config.reproducers,
+            verify_reproducers=config.verify_reproducers,
             executor=config.executor,
             address=config.address,
+            torch_tensor_args=config.torch_tensor_args,
             nightly=number,
         )
         summary = start_run(
@@ -293,7 +316,11 @@ def run_nightly(
                 known_signatures={b.signature for b in bugs if b.first_run < run_id},
             )
             _, planned, replayed, seconds = orders[target]
-            nights.append(TargetNight(target, record, results, comparison, share, planned, replayed, seconds))
+            nights.append(
+                TargetNight(
+                    target, record, results, comparison, share, planned, replayed, seconds, store.bugs(run_id)
+                )
+            )
     outcome = NightlyOutcome(
         number, config.store, out_dir, started, time.time(), config.budget_s, nights, notes, interrupted
     )
@@ -354,6 +381,9 @@ def render_text(outcome: NightlyOutcome) -> str:
             lines.append(
                 f"{night.target}: versions changed since run {cmp.previous_run_id}: {'; '.join(cmp.version_changes)}"
             )
+        reproduction = night.reproduction_headline()
+        if reproduction is not None:
+            lines.append(f"{night.target}: {reproduction}")
         groups = group_changes(
             c
             for c in cmp.changes
@@ -387,6 +417,11 @@ def render_text(outcome: NightlyOutcome) -> str:
         )
     else:
         lines.append("no new failures")
+    all_bugs = [b for n in outcome.nights for b in n.bugs]
+    if len(outcome.nights) > 1 and any(b.reproducer for b in all_bugs):
+        from opera.verify_reproducers import summarize
+
+        lines.append(f"all targets: {summarize(all_bugs).headline()}")
     if outcome.junit:
         lines.append(f"JUnit: {outcome.junit}")
     if outcome.html:

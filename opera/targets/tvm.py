@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import Target, register_target
+from opera.targets import Target, harness_step, register_target
 from opera.targets._artifacts import export_torch, flatten_outputs, keras_to_tflite
 from opera.targets._onnx_prep import prepare_onnx
 from opera.templates import SingleOpModel
@@ -159,12 +159,14 @@ class _TvmTarget(Target):
         import tvm
 
         indices = compiled.module.input_indices
-        feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
-        args = [tvm.runtime.tensor(np.asarray(x, order="C")) for x in feed]
+        with harness_step("select the TVM model's inputs"):
+            feed = [np.asarray(inputs[i], order="C") for i in indices] if indices is not None else list(inputs)
+        args = [tvm.runtime.tensor(np.asarray(x, order="C")) for x in feed]  # TVM's own API: its failures are TVM's
         result = compiled.vm["main"](*args)
         outputs = flatten_outputs(result, to_numpy=_tvm_to_numpy)
         order = compiled.module.output_order
-        return [outputs[i] for i in order] if order is not None else outputs
+        with harness_step("order the TVM model's outputs"):
+            return [outputs[i] for i in order] if order is not None else outputs
 
 
 def _tvm_to_numpy(value: Any) -> np.ndarray:
