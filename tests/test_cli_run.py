@@ -165,7 +165,7 @@ def test_budget_stops_starting_tests_and_resume_finishes(tmp_path, capsys) -> No
 
 
 @pytest.mark.slow
-def test_real_onnx_frontends_tvm_and_openvino(tmp_path) -> None:
+def test_real_onnx_frontends_tvm_and_openvino(tmp_path, capsys) -> None:
     """Relu and a broadcasting Add pass on tvm-onnx and ov-onnx; TfIdfVectorizer has no converter
     in either frontend and must be `unsupported`, not a crash."""
     instances = [relus(1)[0], add((3, 4), (4,)), tfidf()]
@@ -186,6 +186,13 @@ def test_real_onnx_frontends_tvm_and_openvino(tmp_path) -> None:
         assert unsupported.outcome is Outcome.UNSUPPORTED, unsupported.message
         assert "TfIdfVectorizer" in unsupported.message
     assert summary.new_signatures == []
+    # the gap is listed per target as an operator gap, with the frontend's words (issue 11, class 9)
+    assert main(["bugs", "--store", store, "--gaps"]) == 0
+    out = capsys.readouterr().out
+    for target in ("tvm-onnx", "ov-onnx"):
+        assert f"  {target}:" in out
+    rows = [line.split() for line in out.splitlines() if "onnx::TfIdfVectorizer" in line]
+    assert len(rows) == 2 and all(row[1] == "operator" and row[2] == "1" for row in rows), out
 
 
 @pytest.mark.slow

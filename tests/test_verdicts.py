@@ -197,3 +197,26 @@ def _instance_by_id(library: str, instance_id: str) -> OperatorInstance:
         if inst.id == instance_id:
             return inst
     raise AssertionError(f"{instance_id} is not in harvested/{library}.jsonl.gz")
+
+
+def test_harness_errors_are_listed_apart_from_the_bugs(tmp_path, capsys) -> None:
+    from _run_fixtures import relus, write
+
+    from opera.cli import main
+    from opera.runner import RunConfig, start_run
+    from opera.store import ResultStore
+
+    corpus = write(tmp_path / "c.jsonl", [fault("harness@run", 0), relus(1)[0]])
+    store = str(tmp_path / "s.db")
+    summary = start_run(
+        RunConfig(corpus=[str(corpus)], targets=["test-faults"], store=store, workers=1), show_progress=False
+    )
+    assert summary.new_signatures == []  # a harness error is no compiler bug
+    with ResultStore(store) as db:
+        assert db.bugs() == []
+        outcomes = sorted(r.outcome.value for r in db.results(summary.run_id))
+    assert outcomes == ["harness-error", "pass"]
+    assert main(["bugs", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "Opera's own defects (harness-error, not compiler bugs): 1 signature(s)" in out
+    assert "harness:test-faults:opera/targets/testing.py" in out

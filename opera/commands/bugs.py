@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers", type=int, default=None, help="scripts run at a time for --verify (default: one per core)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--gaps",
+        action="store_true",
+        help="coverage gaps instead: what each frontend does not implement (unsupported results), as a "
+        "per-target operator x feature table with evidence; not bugs",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
         run_record = (
             store.get_run(args.run) if args.run is not None else None
         )  # a clear error for an unknown run
+        if args.gaps:
+            if verifying:
+                raise OperaError("--gaps does not verify; leave out --verify")
+            return _gaps(store, args)
         if args.by_source:
             if verifying:
                 raise OperaError("--by-source does not verify; leave out --verify")
@@ -75,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         if verifying:
             interrupted = _verify(store, args, run_record)
         bugs = store.bugs(args.run)
+        harness = _harness_errors(store, args.run)
     from opera.verify_reproducers import summarize
 
     summary = summarize(bugs)
@@ -84,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return 130 if interrupted else 0
     if not bugs:
         print("no bug signatures" + (f" in run {args.run}" if args.run is not None else ""))
+        _print_harness(harness)
         return 130 if interrupted else 0
     width = max(len(_status(b)) for b in bugs)
     for b in bugs:
@@ -102,9 +114,53 @@ def run(args: argparse.Namespace) -> int:
     if summary.unverified:
         where = f" --run {args.run}" if args.run is not None else ""
         print(f"verify the rest with: opera bugs --store {args.store}{where} --verify-pending")
+    _print_harness(harness)
     if interrupted:
         print("verification interrupted: the verdicts shown are the ones stored")
         return 130
+    return 0
+
+
+def _print_harness(harness: dict[str, tuple[int, str]]) -> None:
+    if harness:
+        print(f"Opera's own defects (harness-error, not compiler bugs): {len(harness)} signature(s)")
+        for signature, (count, example) in sorted(harness.items(), key=lambda kv: -kv[1][0]):
+            print(f"{count:>5}  {signature}  (example {example})")
+
+
+def _harness_errors(store: ResultStore, run_id: int | None) -> dict[str, tuple[int, str]]:
+    """signature -> (results, an example instance) of the harness errors (Opera's own defects)."""
+    from opera.outcomes import Outcome
+
+    found: dict[str, tuple[int, str]] = {}
+    for r in store.results(run_id):
+        if r.outcome is Outcome.HARNESS_ERROR:
+            count, example = found.get(r.signature or "harness:?", (0, r.instance_id))
+            found[r.signature or "harness:?"] = (count + 1, example)
+    return found
+
+
+def _gaps(store: ResultStore, args: argparse.Namespace) -> int:
+    """The coverage-gap table of a run (or of every run), features named from the run's corpus."""
+    from opera.corpus import CorpusReader
+    from opera.coverage_gaps import coverage_gaps, gap_table_lines
+
+    results = store.results(args.run)
+    runs = [store.get_run(args.run)] if args.run is not None else store.runs()
+    wanted = {r.instance_id for r in results}
+    instances = {}
+    for path in sorted({c for run in runs for c in run.corpus}):
+        if not Path(path).exists():
+            print(f"corpus {path} is gone: dtypes and attributes of its instances are not named", file=sys.stderr)
+            continue
+        for inst in CorpusReader([path]):
+            if inst.id in wanted:
+                instances[inst.id] = inst
+    gaps = coverage_gaps(results, instances)
+    if args.json:
+        print(json.dumps([g.to_json() for g in gaps], indent=2))
+    else:
+        print("\n".join(gap_table_lines(gaps)))
     return 0
 
 
