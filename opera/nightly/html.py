@@ -232,6 +232,39 @@ def _operator_table(table_id: str, outcome: NightlyOutcome, kind: ChangeKind) ->
     return f'<table id="{table_id}">{head}{"".join(rows)}</table>'
 
 
+def _gaps_table(outcome: NightlyOutcome) -> str:
+    if not outcome.gaps:
+        return '<p class="muted">none</p>'
+    rows = "".join(
+        f"<tr><td>{_e(g.target)}</td><td>{_e(g.api)}</td><td>{_e(g.feature)}</td><td>{g.tests}</td>"
+        f"<td><code>{_e(g.example_instance)}</code></td><td>{_e(g.evidence)}</td></tr>"
+        for g in outcome.gaps
+    )
+    return (
+        '<table id="coverage-gaps"><tr><th>target</th><th>operator</th><th>missing</th><th>tests</th>'
+        f"<th>example</th><th>the frontend's words</th></tr>{rows}</table>"
+    )
+
+
+def _harness_table(outcome: NightlyOutcome) -> str:
+    found: dict[tuple[str, str], list[str]] = {}
+    for night in outcome.nights:
+        for ranked in night.results:
+            r = ranked.result
+            if r.outcome is Outcome.HARNESS_ERROR:
+                found.setdefault((r.target, r.signature or "harness:?"), []).append(r.instance_id)
+    if not found:
+        return '<p class="muted">none</p>'
+    rows = "".join(
+        f"<tr><td>{_e(t)}</td><td><code>{_e(sig)}</code></td><td>{len(ids)}</td><td><code>{_e(ids[0])}</code></td></tr>"
+        for (t, sig), ids in sorted(found.items())
+    )
+    return (
+        '<table id="harness-errors"><tr><th>target</th><th>signature</th><th>tests</th><th>example</th></tr>'
+        f"{rows}</table>"
+    )
+
+
 def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
     out = Path(path)
     base = out.parent
@@ -306,6 +339,10 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
         ),
         "<h2>Reproducers</h2>",
         _reproducers_section(outcome, base),
+        "<h2>Opera's own defects (harness errors)</h2>",
+        _harness_table(outcome),
+        "<h2>Coverage gaps (not bugs: what the frontends do not implement)</h2>",
+        _gaps_table(outcome),
         "<h2>Newly unsupported operators</h2>",
         _operator_table("newly-unsupported", outcome, ChangeKind.NEWLY_UNSUPPORTED),
         "<h2>Now supported operators</h2>",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from opera.corpus import CorpusReader
+from opera.coverage_gaps import CoverageGap
 from opera.errors import OperaError
 from opera.executors import Executor, WorkerSettings
 from opera.model import OperatorInstance
@@ -100,6 +101,7 @@ class NightlyOutcome:
     interrupted: bool = False
     junit: Path | None = None
     html: Path | None = None
+    gaps: list[CoverageGap] = field(default_factory=list)  # what the frontends do not implement: not bugs
 
     def reproducer_status(self, signature: str | None) -> BugRecord | None:
         """The bug row (reproducer and its verdict) of a signature seen tonight."""
@@ -324,6 +326,13 @@ def run_nightly(
     outcome = NightlyOutcome(
         number, config.store, out_dir, started, time.time(), config.budget_s, nights, notes, interrupted
     )
+    from opera.coverage_gaps import coverage_gaps
+
+    tonight = [r.result for n in nights for r in n.results]
+    wanted = {r.instance_id for r in tonight}
+    # the corpus is read again (it was freed for the runs), keeping only tonight's instances
+    by_id = {inst.id: inst for inst in CorpusReader(config.corpus) if inst.id in wanted}
+    outcome.gaps = coverage_gaps(tonight, by_id)
     from opera.nightly.html import write_html
     from opera.nightly.junit import write_junit
 
