@@ -220,3 +220,20 @@ def test_harness_errors_are_listed_apart_from_the_bugs(tmp_path, capsys) -> None
     out = capsys.readouterr().out
     assert "Opera's own defects (harness-error, not compiler bugs): 1 signature(s)" in out
     assert "harness:test-faults:opera/targets/testing.py" in out
+
+
+@pytest.mark.slow
+def test_a_structseq_output_still_gets_a_reproducer_that_reproduces(tmp_path) -> None:
+    """torch.kthvalue returns torch.return_types.kthvalue, which torch.export.save cannot
+    serialize: the signature had no reproducer. The script now loads the same graph with plain
+    tuple outputs, and shows OpenVINO's TopK rank check on the 0-d input."""
+    import subprocess
+    import sys
+
+    state = WorkerState(WorkerSettings(seed=0, reproducer_dir=str(tmp_path)))
+    inst = _instance_by_id("torch", "da3b295f904bbfedadf5")
+    outcome = execute_task(TestTask(0, inst, "ov-torch"), state, lambda stage: None)
+    assert outcome.result is not None and outcome.result.outcome is Outcome.CRASH, outcome.result
+    assert outcome.reproducer is not None
+    proc = subprocess.run([sys.executable, outcome.reproducer], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "topk_shape_inference" in proc.stdout + proc.stderr
