@@ -113,8 +113,9 @@ def _nan_input(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
 
 
 def _outside_value_range(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
-    """An input value outside the layer's declared ``value_range`` (Keras preprocessing layers)."""
-    bounds = case.kwargs.get(options.get("kwarg", "value_range"))
+    """An input value outside the layer's declared ``value_range`` (Keras preprocessing layers), or
+    outside a documented domain given as ``range = [low, high]`` in the rule."""
+    bounds = options.get("range") or case.kwargs.get(options.get("kwarg", "value_range"))
     if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
         return None
     low, high = float(bounds[0]), float(bounds[1])
