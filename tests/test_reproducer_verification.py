@@ -227,9 +227,10 @@ def test_verdict_is_stored_and_reset_when_a_smaller_reproducer_replaces_it(tmp_p
 
 
 def test_a_version_2_store_is_migrated_without_losing_data(tmp_path) -> None:
-    """Schema 2 -> 3: the verification columns are added, every row is kept, and a stored
-    example api that was another instance's is corrected from the stored results."""
-    assert SCHEMA_VERSION == 3
+    """Schema 2 -> 3 -> 4: the verification columns (3) and the results' masked signature (4) are
+    added, every row is kept, and a stored example api that was another instance's is corrected
+    from the stored results."""
+    assert SCHEMA_VERSION == 4
     path = tmp_path / "v2.db"
     small, big = _instance("onnx", "test_size_example"), _instance("onnx", "test_clip_example")
     db = sqlite3.connect(path)
