@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -150,3 +151,19 @@ def results_so_far(store: Path) -> int:
             db.close()
     except sqlite3.OperationalError:
         return 0
+
+
+def verdict_in_process(state: Any, inst: OperatorInstance, target: str) -> Any:
+    """One test through a real target with the worker's own per-test function, in this process
+    (``state`` is a module-scoped ``WorkerState``); skipped where the target is not usable here."""
+    import pytest
+
+    from opera.execution import execute_task
+    from opera.executors import TestTask
+
+    reason = state.target(target).availability()
+    if reason is not None:
+        pytest.skip(f"{target} is not available here: {reason}")
+    outcome = execute_task(TestTask(0, inst, target), state, lambda stage: None)
+    assert outcome.result is not None
+    return outcome.result

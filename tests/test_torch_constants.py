@@ -19,13 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _run_fixtures import verdict_in_process
 
 torch = pytest.importorskip("torch")
 
 from opera.commands.run import add_arguments, worker_fields  # noqa: E402
 from opera.corpus import CorpusReader  # noqa: E402
-from opera.execution import WorkerState, execute_task  # noqa: E402
-from opera.executors import TestTask, WorkerSettings  # noqa: E402
+from opera.execution import WorkerState  # noqa: E402
+from opera.executors import WorkerSettings  # noqa: E402
 from opera.model import InstanceKind, OperatorInstance, Source  # noqa: E402
 from opera.outcomes import Outcome, Stage, TestResult  # noqa: E402
 from opera.reproducers import write_reproducer  # noqa: E402
@@ -243,12 +244,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> WorkerState:
 
 
 def _verdict(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:
-    reason = state.target(target).availability()
-    if reason is not None:
-        pytest.skip(f"{target} is not available here: {reason}")
-    outcome = execute_task(TestTask(0, inst, target), state, lambda stage: None)
-    assert outcome.result is not None
-    return outcome.result
+    return verdict_in_process(state, inst, target)
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _run_fixtures import fault
+from _run_fixtures import fault, verdict_in_process
 
 from opera.corpus import CorpusReader
 from opera.execution import WorkerState, execute_task
@@ -47,12 +47,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> WorkerState:
 
 
 def _run(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:
-    reason = state.target(target).availability()
-    if reason is not None:
-        pytest.skip(f"{target} is not available here: {reason}")
-    outcome = execute_task(TestTask(0, inst, target), state, lambda stage: None)
-    assert outcome.result is not None
-    return outcome.result
+    return verdict_in_process(state, inst, target)
 
 
 # ---- class 7: harness errors ------------------------------------------------------------------

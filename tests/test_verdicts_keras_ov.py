@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _run_fixtures import verdict_in_process
 
 from opera.corpus import CorpusReader
-from opera.execution import WorkerState, execute_task
-from opera.executors import TestTask, WorkerSettings
+from opera.execution import WorkerState
+from opera.executors import WorkerSettings
 from opera.model import InstanceKind, OperatorInstance, Source
 from opera.outcomes import Outcome, Stage, TestResult
 
@@ -55,10 +56,7 @@ def _available(state: WorkerState, target: str) -> None:
 
 
 def _run(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:
-    _available(state, target)
-    outcome = execute_task(TestTask(0, inst, target), state, lambda stage: None)
-    assert outcome.result is not None
-    return outcome.result
+    return verdict_in_process(state, inst, target)
 
 
 def _detail(result: TestResult) -> tuple[object, ...]:

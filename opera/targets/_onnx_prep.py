@@ -141,12 +141,7 @@ def _freeze_sequences(graph: object, sequences: dict[str, list[np.ndarray]]) -> 
         else:
             elem_type = declared[name].type.sequence_type.elem_type.tensor_type.elem_type
             builders.append(helper.make_node("SequenceEmpty", [], [name], dtype=elem_type))
-    kept = [vi for vi in g.input if vi.name not in sequences]  # type: ignore[attr-defined]
-    del g.input[:]  # type: ignore[attr-defined]
-    g.input.extend(kept)  # type: ignore[attr-defined]
-    nodes = builders + list(g.node)  # type: ignore[attr-defined]
-    del g.node[:]  # type: ignore[attr-defined]
-    g.node.extend(nodes)  # type: ignore[attr-defined]
+    _inputs_to_nodes(g, set(sequences), builders)
 
 
 def _freeze_optionals(graph: object, optionals: dict[str, object]) -> None:
@@ -179,7 +174,13 @@ def _freeze_optionals(graph: object, optionals: dict[str, object]) -> None:
         else:
             g.initializer.append(numpy_helper.from_array(np.asarray(value), name=inner))  # type: ignore[attr-defined]
         builders.append(helper.make_node("Optional", [inner], [name]))
-    kept = [vi for vi in g.input if vi.name not in optionals]  # type: ignore[attr-defined]
+    _inputs_to_nodes(g, set(optionals), builders)
+
+
+def _inputs_to_nodes(graph: object, names: set[str], builders: list[object]) -> None:
+    """Drop the graph inputs ``names`` and put the nodes that now produce them first."""
+    g = graph  # onnx.GraphProto
+    kept = [vi for vi in g.input if vi.name not in names]  # type: ignore[attr-defined]
     del g.input[:]  # type: ignore[attr-defined]
     g.input.extend(kept)  # type: ignore[attr-defined]
     nodes = builders + list(g.node)  # type: ignore[attr-defined]
