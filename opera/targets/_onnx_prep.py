@@ -13,6 +13,7 @@ supported"), and what we test is the conversion of the operator, not of a dynami
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,12 +178,12 @@ def _freeze_optionals(graph: object, optionals: dict[str, object]) -> None:
     _inputs_to_nodes(g, set(optionals), builders)
 
 
-def _inputs_to_nodes(graph: object, names: set[str], builders: list[object]) -> None:
+def _inputs_to_nodes(graph: object, names: set[str], builders: Sequence[object]) -> None:
     """Drop the graph inputs ``names`` and put the nodes that now produce them first."""
     g = graph  # onnx.GraphProto
     kept = [vi for vi in g.input if vi.name not in names]  # type: ignore[attr-defined]
     del g.input[:]  # type: ignore[attr-defined]
     g.input.extend(kept)  # type: ignore[attr-defined]
-    nodes = builders + list(g.node)  # type: ignore[attr-defined]
+    nodes = [*builders, *g.node]  # type: ignore[attr-defined]
     del g.node[:]  # type: ignore[attr-defined]
     g.node.extend(nodes)  # type: ignore[attr-defined]
