@@ -361,14 +361,19 @@ def _eager_call(built: SingleOpModel) -> bytes | None:
 
 
 def _tvm_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
+    import inspect
+
     import tflite
 
     from opera.targets._artifacts import keras_to_tflite
-    from opera.targets.tvm import tflite_io_order
+    from opera.targets.tvm import tflite_complex_to_pairs, tflite_io_order, tflite_pairs_to_complex
 
     buf = keras_to_tflite(built)
     input_indices, output_order = tflite_io_order(tflite.Model.GetRootAsModel(buf, 0), built)
     inputs = [built.inputs[i] for i in input_indices] if input_indices is not None else list(built.inputs)
+    # complex64 crosses the model's boundary as float32[..., 2] in TVM's TFLite frontend
+    inputs = [tflite_complex_to_pairs(x) for x in inputs]
+    complex_outputs = [k for k, o in enumerate(built.model.outputs) if "complex" in str(o.dtype)]
     code = (
         "import tflite\nfrom tvm.relax.frontend.tflite import from_tflite\n"
         "mod = from_tflite(tflite.Model.GetRootAsModel(ARTIFACT, 0))\n"
@@ -376,6 +381,11 @@ def _tvm_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
     )
     if output_order is not None:
         code += f"outputs = [outputs[i] for i in {output_order!r}]\n"
+    if complex_outputs:
+        code += (
+            inspect.getsource(tflite_pairs_to_complex)
+            + f"for k in {complex_outputs!r}:\n    outputs[k] = tflite_pairs_to_complex(outputs[k])\n"
+        )
     return buf, inputs, code
 
 

@@ -259,3 +259,12 @@ def test_an_input_outside_the_documented_domain_is_undefined(state: WorkerState)
     [0, 1]'; the shape-only test was fed values in [-1, 1]."""
     result = _run(state, _instance_by_id("keras", "234774b3b6b9601574c3"), "ov-keras")
     assert result.outcome is Outcome.UNDEFINED and "only well defined" in result.message, result.message
+
+
+@pytest.mark.slow
+def test_complex_inputs_are_fed_as_tvm_tflite_types_them(state: WorkerState) -> None:
+    """TVM's TFLite frontend types a complex64 model input as float32[..., 2]; Opera fed the
+    complex array itself and TVM refused it ("unknown dtype complex64"): a harness false alarm
+    found by the judged sample. Fed as the frontend declares it, view_as_real passes."""
+    result = _run(state, _instance_by_id("keras", "04272021da157139c874"), "tvm-keras")
+    assert result.outcome is Outcome.PASS, (result.outcome, result.message[-400:])
