@@ -243,6 +243,9 @@ GAPS_SEEN_AS_CRASHES = [
     ("ov-onnx", "onnx", "f67969cfebac6e8645ce"),  # Mod-28 with fmod=0 on floats
     ("ov-torch", "torch", "612468d503a025939f44"),  # a complex64 model input
     ("ov-keras", "keras", "86266fc3116fcd2c1fda"),  # IntegerLookup's TensorFlow lookup table
+    ("ov-onnx", "onnx", "8de3a5e82d4facd3e5c4"),  # Dropout with training_mode = true (second sample)
+    ("ov-onnx", "onnx", "571355919934a7b733f1"),  # Pad-19 mode 'wrap' (second sample)
+    ("ov-keras", "keras", "04272021da157139c874"),  # a complex64 model input (second sample)
 ]
 
 
