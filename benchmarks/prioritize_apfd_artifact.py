@@ -14,6 +14,7 @@ The figures are comparable between strategies, not with Table II. Equipped corpu
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
@@ -24,8 +25,11 @@ from opera.apfd import apfd, first_bug_positions, rauc_levels
 from opera.equipped import EquippedReader
 from opera.prioritize import PrioritizeContext, prioritize
 
-DATA = Path("/work/shared/opera-artifact/onnx/data")
 ROOT = Path(__file__).resolve().parent.parent
+# the data published with the paper and the compilers' equipped corpora: shared/ beside the
+# checkout, or wherever OPERA_SHARED says
+SHARED = Path(os.environ.get("OPERA_SHARED", ROOT.parent / "shared"))
+DATA = SHARED / "opera-artifact/onnx/data"
 RESULTS = ROOT / "benchmarks" / "results" / "prioritize_apfd_artifact.json"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,8 +21,11 @@ from opera.prioritize import prioritize_files
 from opera.prioritize.coverage_data import load_coverage
 
 ROOT = Path(__file__).resolve().parent.parent
+# the data published with the paper and the compilers' equipped corpora: shared/ beside the
+# checkout, or wherever OPERA_SHARED says
+SHARED = Path(os.environ.get("OPERA_SHARED", ROOT.parent / "shared"))
 RESULTS = ROOT / "benchmarks" / "results" / "prioritize_coverage_curve.json"
-EQUIPPED = "/work/shared/equipped/tvm-0.27_equipped_onnx_tc.txt"
+EQUIPPED = str(SHARED / "equipped" / "tvm-0.27_equipped_onnx_tc.txt")
 STRATEGIES = ("opera", "op-only", "param-only", "random", "fast", "total-cov", "add-cov")
 FRACTIONS = (0.05, 0.10, 0.25, 0.50)
 

@@ -21,6 +21,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import platform
 import random
 import resource
@@ -35,13 +36,16 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+# the data published with the paper and the compilers' equipped corpora: shared/ beside the
+# checkout, or wherever OPERA_SHARED says
+SHARED = Path(os.environ.get("OPERA_SHARED", ROOT.parent / "shared"))
 RESULTS = ROOT / "benchmarks" / "results" / "prioritize_scaling.json"
-ARTIFACT_ONNX = Path("/work/shared/opera-artifact/onnx/data/original_migrated_onnx_tc.txt")
+ARTIFACT_ONNX = SHARED / "opera-artifact/onnx/data/original_migrated_onnx_tc.txt"
 # Equipped corpus per template library (the operator score needs the compiler's own tests).
 EQUIPPED = {
-    "onnx": Path("/work/shared/equipped/tvm-0.27_equipped_onnx_tc.txt"),
-    "torch": Path("/work/shared/opera-artifact/torch/data/tvm_equipped_torch_tc.txt"),
-    "keras": Path("/work/shared/opera-artifact/keras/data/tvm_equipped_keras_tc.txt"),
+    "onnx": SHARED / "equipped/tvm-0.27_equipped_onnx_tc.txt",
+    "torch": SHARED / "opera-artifact/torch/data/tvm_equipped_torch_tc.txt",
+    "keras": SHARED / "opera-artifact/keras/data/tvm_equipped_keras_tc.txt",
 }
 PERTURB = 0.3
 

@@ -17,7 +17,8 @@ from opera.apfd import (
     rauc_levels,
 )
 
-POSITIONS = Path("/work/shared/opera-artifact/apfd_bug_positions_from_cal_APFD_all.json")
+# vendored from the paper's artifact (tests/data/README.md)
+POSITIONS = Path(__file__).resolve().parent / "data" / "apfd_bug_positions_from_cal_APFD_all.json"
 
 # Table II of the paper (compiler, frontend) -> strategy -> APFD. TensorRT-Keras has no cell.
 TABLE_II = {
