@@ -29,6 +29,7 @@ __all__ = [
     "Threshold",
     "chebyshev_distance",
     "compare_outputs",
+    "dtypes_differ",
     "load_oracle_config",
     "nonfinite_mismatch",
 ]
@@ -235,6 +236,15 @@ def nonfinite_mismatch(reference: Any, actual: Any) -> str | None:
     return None
 
 
+def dtypes_differ(reference: Any, actual: Any) -> bool:
+    """Whether two outputs have different element types. Strings: numpy holds them as object or
+    fixed-width unicode/bytes arrays depending on who produced them; the type is "string" either way."""
+    a, b = np.asarray(reference).dtype, np.asarray(actual).dtype
+    if a.kind in "OUS" and b.kind in "OUS":
+        return False
+    return bool(a != b)
+
+
 def chebyshev_distance(reference: Any, actual: Any) -> float:
     """max |reference - actual| over the elements; 0.0 for empty tensors.
 
@@ -323,10 +333,7 @@ def compare_outputs(
             worst = math.inf
             failures.append(f"output {index}: shape {ref.shape} vs {act.shape}")
             continue
-        # strings: numpy holds them as object or fixed-width unicode/bytes arrays depending on who
-        # produced them; the type is "string" either way
-        strings = ref.dtype.kind in "OUS" and act.dtype.kind in "OUS"
-        if threshold.check_dtype and ref.dtype != act.dtype and not strings:
+        if threshold.check_dtype and dtypes_differ(ref, act):
             failures.append(f"output {index}: dtype {ref.dtype} vs {act.dtype}")
         pattern = nonfinite_mismatch(ref, act) if compare_values else None
         if pattern is not None:

@@ -668,70 +668,11 @@ EXPECTED_OUTCOME = {outcome!r}
 
 # ---- the target's steps: convert, compile, run ----
 {code}
-# ---- compare with the library's reference (as Opera's oracle: opera/oracles.py) ----
-_LOW_PRECISION = ("float8_e5m2", "float8_e4m3fn", "bfloat16", "float16")
-
-
-def _comparable(x):
-    x = np.asarray(x)
-    if x.dtype.kind == "V" or x.dtype.name in _LOW_PRECISION:
-        return x.astype(np.float64)
-    if x.dtype.kind == "b":
-        return x.astype(np.int64)
-    return x
-
-
-def _nonfinite_mismatch(a, b):
-    """How the NaN/+Inf/-Inf positions differ ("" when they match: those positions are ignored)."""
-    a, b = _comparable(a), _comparable(b)
-    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
-        return ""
-    if a.dtype.kind in "OUSV" or b.dtype.kind in "OUSV":
-        return ""
-    kind = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
-    a, b = a.astype(kind), b.astype(kind)
-    parts = ((np.real, ""), (np.imag, " (imaginary part)")) if kind is np.complex128 else ((np.asarray, ""),)
-    for part, name in parts:
-        pa, pb = part(a), part(b)
-        if not np.array_equal(np.isnan(pa), np.isnan(pb)):
-            return f"NaN positions differ{{name}}: expected {{int(np.isnan(pa).sum())}}, got {{int(np.isnan(pb).sum())}}"
-        for sign, label in ((1, "+Inf"), (-1, "-Inf")):
-            if not np.array_equal(pa == sign * np.inf, pb == sign * np.inf):
-                return f"{{label}} positions differ{{name}}: expected {{int((pa == sign * np.inf).sum())}}, got {{int((pb == sign * np.inf).sum())}}"
-    return ""
-
-
-def _distance(a, b):
-    """Chebyshev distance max |a - b|: integers exactly, strings equal or not, inf when the
-    NaN/Inf patterns differ, matching NaN/Inf positions ignored."""
-    a, b = _comparable(a), _comparable(b)
-    if a.size == 0:
-        return 0.0
-    if a.dtype.kind in "OUS" or b.dtype.kind in "OUS":
-        return 0.0 if np.array_equal(a, b) else float("inf")
-    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
-        differs = a != b
-        if not differs.any():
-            return 0.0
-        return float(max(abs(int(x) - int(y)) for x, y in zip(a[differs].tolist(), b[differs].tolist())))
-    if _nonfinite_mismatch(a, b):
-        return float("inf")
-    kind = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
-    fa, fb = a.astype(kind), b.astype(kind)
-    finite = np.isfinite(fa) & np.isfinite(fb)
-    return float(np.abs(fa[finite] - fb[finite]).max()) if finite.any() else 0.0
-
+# ---- compare with the library's reference: Opera's own oracle functions (opera/oracles.py) ----
+{oracle}
 
 def _allowed(expected, atol, rtol):
-    if rtol == 0.0:
-        return atol
-    arr = _comparable(expected)
-    if arr.size == 0:
-        return atol
-    if arr.dtype.kind in "fc":
-        magnitudes = np.abs(arr[np.isfinite(arr)])
-        return atol + rtol * (float(magnitudes.max()) if magnitudes.size else 0.0)
-    return atol + rtol * float(np.abs(arr.astype(np.float64)).max())
+    return atol if rtol == 0.0 else atol + rtol * _max_abs_finite(expected)
 
 
 failed = len(outputs) != len(EXPECTED)
@@ -744,14 +685,14 @@ for index, (expected, actual) in enumerate(zip(EXPECTED, outputs)):
     if expected.shape != actual.shape:
         problems.append(f"shape {{expected.shape}} vs {{actual.shape}}")
     else:
-        if check_dtype and expected.dtype != actual.dtype:
+        if check_dtype and dtypes_differ(expected, actual):
             problems.append(f"dtype {{expected.dtype}} vs {{actual.dtype}}")
-        pattern = _nonfinite_mismatch(expected, actual) if COMPARE_VALUES else ""
+        pattern = nonfinite_mismatch(expected, actual) if COMPARE_VALUES else None
         if pattern:
             problems.append(pattern)
         else:
             try:
-                distance = _distance(expected, actual)
+                distance = chebyshev_distance(expected, actual)
             except (TypeError, ValueError) as exc:
                 problems.append(f"not comparable ({{exc}})")
             else:
@@ -765,6 +706,24 @@ if failed:
 print(f"not reproduced (expected {{EXPECTED_OUTCOME}}): outputs match the reference")
 sys.exit(0)
 '''
+
+def _oracle_source() -> str:
+    """The oracle's own comparison functions as source, for a script that has numpy but not Opera
+    (one definition: a reproducer judges exactly as the run did)."""
+    import inspect
+
+    from opera import oracles
+
+    functions = (
+        oracles._as_comparable,
+        oracles._max_abs_finite,
+        oracles.nonfinite_mismatch,
+        oracles.chebyshev_distance,
+        oracles.dtypes_differ,
+    )
+    header = f"import math\nfrom typing import Any\n\n_LOW_PRECISION = {oracles._LOW_PRECISION!r}\n\n\n"
+    return header + "\n\n".join(inspect.getsource(f) for f in functions)
+
 
 _REQUIREMENTS = {
     "onnx": "numpy, onnx",
@@ -837,6 +796,7 @@ def write_reproducer(
         thresholds=thresholds,
         compare_values=not oracle.is_random(instance.api),
         code=code,
+        oracle=_oracle_source(),
     )
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)
