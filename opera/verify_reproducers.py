@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opera.executors.local import rss_bytes
 from opera.outcomes import Outcome
 from opera.progress import progress_bar
 from opera.store import BugRecord, ResultStore
@@ -184,17 +185,6 @@ def kill_running() -> None:
         _kill_group(proc)
 
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _rss_bytes(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def run_reproducer(
     path: str | Path,
     target: str,
@@ -244,7 +234,7 @@ def run_reproducer(
                     now = time.monotonic()
                     if imported is None and os.path.exists(ready):
                         imported = now
-                    rss = _rss_bytes(proc.pid) if max_rss_bytes else None
+                    rss = rss_bytes(proc.pid) if max_rss_bytes else None
                     memory = rss is not None and max_rss_bytes is not None and rss > max_rss_bytes
                     hung = now > hard or (
                         imported is not None and now - imported > timeout_s + max(5.0, _SLACK * timeout_s)

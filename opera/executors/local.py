@@ -42,7 +42,7 @@ from opera.executors import (
 )
 from opera.outcomes import Stage
 
-__all__ = ["LocalExecutor", "default_max_rss_bytes", "prepare"]
+__all__ = ["LocalExecutor", "default_max_rss_bytes", "prepare", "rss_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _WATCH_INTERVAL_S = 0.05
@@ -65,7 +65,8 @@ def prepare(request: ExecutorRequest) -> ExecutorFactory:
     return LocalExecutor
 
 
-def _rss_bytes(pid: int) -> int | None:
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process (Linux /proc), None when it cannot be read."""
     try:
         with open(f"/proc/{pid}/statm") as fh:
             return int(fh.read().split()[1]) * _PAGE
@@ -258,7 +259,7 @@ class LocalExecutor:
         limit = self.settings.max_rss_bytes
         if limit is None or slot.process is None:
             return False
-        rss = _rss_bytes(slot.process.pid)
+        rss = rss_bytes(slot.process.pid)
         return rss is not None and rss > limit // 2
 
     def _retire(self, slot: _Slot) -> None:
@@ -349,7 +350,7 @@ class LocalExecutor:
                 )
                 continue
             if check_memory:
-                rss = _rss_bytes(slot.process.pid)
+                rss = rss_bytes(slot.process.pid)
                 if rss is not None:
                     slot.rss_peak = max(slot.rss_peak, rss)
                     if rss > self.settings.max_rss_bytes:  # type: ignore[operator]
