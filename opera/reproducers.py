@@ -190,30 +190,18 @@ def _exported_program(built: SingleOpModel) -> bytes:
         # its outputs as a plain tuple, in the order Opera compares them, is what the script loads
         import dataclasses
 
-        plain = dataclasses.replace(built, model=_PlainOutputs(built.model))
+        class PlainOutputs(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *inputs: Any) -> Any:
+                return tuple(torch.utils._pytree.tree_leaves(self.inner(*inputs)))
+
+        plain = dataclasses.replace(built, model=PlainOutputs(built.model))
         buffer = io.BytesIO()
         torch.export.save(export_torch(plain), buffer)
     return buffer.getvalue()
-
-
-def _plain_outputs_class() -> Any:
-    import torch
-
-    class PlainOutputs(torch.nn.Module):
-        """``inner``'s outputs flattened to a tuple (what ``flatten_outputs`` compares)."""
-
-        def __init__(self, inner: Any) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *inputs: Any) -> Any:
-            return tuple(torch.utils._pytree.tree_leaves(self.inner(*inputs)))
-
-    return PlainOutputs
-
-
-def _PlainOutputs(inner: Any) -> Any:  # noqa: N802 (a class made on first use: torch is imported lazily)
-    return _plain_outputs_class()(inner)
 
 
 _TORCH_LOAD = """\
