@@ -27,7 +27,7 @@ import numpy as np
 
 from opera.executors import TaskOutcome, TestTask, WorkerSettings
 from opera.model import OperatorInstance
-from opera.oracles import OracleConfig, compare_outputs, load_oracle_config
+from opera.oracles import Comparison, OracleConfig, compare_outputs, load_oracle_config
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.signature import (
     harness_signature,
@@ -260,7 +260,7 @@ def _judge(
     pristine: list[Any],
     reference: list[np.ndarray],
     outputs: list[np.ndarray],
-    nondeterministic: Any,
+    nondeterministic: Comparison | None,
     finish: Callable[..., TestResult],
 ) -> TestResult:
     """The verdict on outputs the compiler produced: pass, inconsistent, or one of the outcomes that
@@ -355,7 +355,7 @@ def _judge(
                 distance=verdict.distance,
                 message=(
                     f"the references disagree: {_reference_name(built)} vs {name}: {check.reason[:300]}; "
-                    f"the compiler {'agrees with' if agrees else 'differs from'} {name} too; "
+                    f"the compiler {'agrees' if agrees else 'does not agree'} with {name}; "
                     f"compiler vs reference: {verdict.reason[:300]}"
                 ),
             )

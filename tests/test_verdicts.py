@@ -147,6 +147,16 @@ def test_references_that_disagree_make_an_unstable_reference_not_a_bug(state: Wo
     assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-500:])
     assert not result.is_failure and result.signature is None
     assert "onnxruntime vs onnx.reference" in result.message
+    assert "the compiler does not agree with onnx.reference" in result.message
+
+
+@pytest.mark.slow
+def test_an_inconsistency_both_references_share_is_reported_as_confirmed(state: WorkerState) -> None:
+    """CastLike FLOAT -> DOUBLE with +Inf inputs: onnxruntime and onnx.reference both keep the two
+    +Inf, OpenVINO does not; the second reference confirms the verdict instead of clearing it."""
+    result = _run(state, _instance("onnx", "test_castlike_FLOAT_to_DOUBLE"), "ov-onnx")
+    assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-400:])
+    assert result.message.endswith("(confirmed by a second reference: onnx.reference)"), result.message
 
 
 @pytest.mark.slow
