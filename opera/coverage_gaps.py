@@ -46,10 +46,13 @@ class CoverageGap:
     target: str
     api: str
     feature: str  # operator | dtype:<x> | attribute:<x> | opset:<n> | other
-    tests: int
     example_instance: str
-    evidence: str  # the frontend's message, first line
+    evidence: str  # the frontend's words: the line of its message that says what is missing
     instances: list[str] = field(default_factory=list)
+
+    @property
+    def tests(self) -> int:
+        return len(self.instances)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,17 +148,14 @@ def coverage_gaps(
         feature = _feature(instances.get(r.instance_id), accepted.get(key, []), key in any_accepted)
         row = rows.get((r.target, r.api, feature))
         if row is None:
-            evidence = normalize_message(_last_line(r.message), limit=200)
-            rows[(r.target, r.api, feature)] = CoverageGap(
-                r.target, r.api, feature, 1, r.instance_id, evidence, [r.instance_id]
-            )
+            evidence = normalize_message(_missing_line(r.message), limit=200)
+            rows[(r.target, r.api, feature)] = CoverageGap(r.target, r.api, feature, r.instance_id, evidence, [r.instance_id])
         else:
-            row.tests += 1
             row.instances.append(r.instance_id)
     return sorted(rows.values(), key=lambda g: (g.target, -g.tests, g.api, g.feature))
 
 
-def _last_line(message: str) -> str:
+def _missing_line(message: str) -> str:
     """The line of a frontend message that says what is missing (the last non-empty one that names
     it, e.g. "-- No conversion rule found for operations: Optional-28")."""
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
