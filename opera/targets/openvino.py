@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import ArtifactError, Target, register_target
+from opera.targets import ArtifactError, Target, harness_step, register_target
 from opera.targets._artifacts import export_torch
 from opera.targets._onnx_prep import prepare_onnx
 from opera.templates import SingleOpModel
@@ -85,7 +85,8 @@ class _OvTarget(Target):
         if compiled.interface_error is not None:
             raise InterfaceError(compiled.interface_error)
         indices = compiled.input_indices
-        feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
+        with harness_step("select the OpenVINO model's inputs"):
+            feed = [inputs[i] for i in indices] if indices is not None else list(inputs)
         request = compiled.model.create_infer_request()
         ports = list(compiled.model.inputs)
         if len(ports) == len(feed):
@@ -93,7 +94,9 @@ class _OvTarget(Target):
         request.infer([_to_ov_tensor(x) for x in feed])
         kept = compiled.output_indices
         wanted = kept if kept is not None else list(range(len(compiled.model.outputs)))
-        return [_from_ov_tensor(request.get_output_tensor(i)) for i in wanted]
+        tensors = [request.get_output_tensor(i) for i in wanted]
+        with harness_step("decode OpenVINO's output tensors"):
+            return [_from_ov_tensor(t) for t in tensors]
 
 
 def _as_port_type(x: Any, port: Any) -> Any:
