@@ -107,6 +107,22 @@ def test_bad_config_is_a_user_error(tmp_path) -> None:
         load_oracle_config(path)
     with pytest.raises(OperaError, match="not found"):
         load_oracle_config(tmp_path / "missing.toml")
+    # [[undefined]] rules: a known condition and the specification's words are required
+    for body, message in (
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'sometimes'\nreason = 'r'\n", "when = 'sometimes'; known: always"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\n", "a reason"),
+        ("[[undefined]]\napis = ['(']\nwhen = 'always'\nreason = 'r'\n", "bad pattern"),
+        ("[undefined]\napis = ['^x$']\n", "as \\[\\[undefined\\]\\] tables"),
+    ):
+        path.write_text(body)
+        with pytest.raises(OperaError, match=message):
+            load_oracle_config(path)
+
+
+def test_strings_of_either_numpy_kind_are_one_type(config) -> None:
+    held = np.array(["a", "bc"], dtype=object)
+    assert compare_outputs([held], [np.array(["a", "bc"])], config).consistent  # object vs <U2
+    assert not compare_outputs([held], [np.array([1, 2])], config).consistent
 
 
 def test_library_tolerance_does_not_loosen_integers(config) -> None:
