@@ -7,7 +7,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 
 .PHONY: setup browser test demo lint
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[dev,ray]"

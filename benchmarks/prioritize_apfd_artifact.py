@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from opera.apfd import apfd, first_bug_positions, rauc_levels
-from opera.equipped import EquippedReader
 from opera.prioritize import PrioritizeContext, prioritize
+from opera.prioritize.equipped import EquippedReader
+from opera.report.apfd import apfd, first_bug_positions, rauc_levels
 
 ROOT = Path(__file__).resolve().parent.parent
 # the data published with the paper and the compilers' equipped corpora: shared/ beside the

@@ -53,7 +53,7 @@ PERTURB = 0.3
 @functools.cache
 def _real_corpus() -> tuple[str, list[Any]]:
     from opera.corpus import read_corpus
-    from opera.equipped import read_equipped
+    from opera.prioritize.equipped import read_equipped
 
     for name in ("torch", "onnx", "keras"):
         path = ROOT / "harvested" / f"{name}.jsonl.gz"
@@ -121,7 +121,7 @@ def synthetic(n: int, seed: int, clock: list[float]) -> Iterator[Any]:
 
 
 def _equipped(library: str) -> list[Any]:
-    from opera.equipped import read_equipped
+    from opera.prioritize.equipped import read_equipped
 
     path = EQUIPPED[library]
     return list(read_equipped([path])) if path.exists() else []
@@ -134,7 +134,7 @@ def measure_one(kind: str, n: int, seed: int) -> dict[str, Any]:
     clock = [0.0]
     if kind == "artifact-onnx":
         equipped = _equipped("onnx")
-        from opera.equipped import read_equipped
+        from opera.prioritize.equipped import read_equipped
 
         t0 = time.perf_counter()
         instances: Any = list(read_equipped([ARTIFACT_ONNX]))

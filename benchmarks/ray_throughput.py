@@ -84,7 +84,7 @@ def one(mode: str, sample: str, target: str, seed: int) -> None:
             cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)
         cluster.wait_for_nodes()
         cluster_seconds = time.perf_counter() - t0
-    from opera.runner import RunConfig, start_run
+    from opera.run.runner import RunConfig, start_run
 
     with tempfile.TemporaryDirectory(prefix="opera-ray-bench-") as tmp:
         store = str(Path(tmp) / "bench.db")

@@ -4,7 +4,7 @@ A seeded random sample of N valid instances of one corpus is written to a tempor
 and the same tests (every instance x one target) run three ways, each in a fresh Python process:
 
 - ``bare``: one loop in one process, calling the template and the target directly (build, the
-  reference twice, convert, compile, run, compare: the work ``opera.execution`` does per test) with
+  reference twice, convert, compile, run, compare: the work ``opera.run.execution`` does per test) with
   no isolation, no store, no progress bar, no reproducers;
 - ``workers=1`` and ``workers=2``: ``opera run`` (``start_run``) with its defaults otherwise:
   persistent spawned workers, per-test timeout, one SQLite commit per result, reproducers for
@@ -59,12 +59,12 @@ def _copies(arrays: list[Any]) -> list[Any]:
 
 def run_bare(sample: str, target_name: str, seed: int) -> dict[str, Any]:
     """Template + target called directly in one loop, no isolation; the same work per test as
-    ``opera.execution._execute_test`` minus its bookkeeping."""
+    ``opera.run.execution._execute_test`` minus its bookkeeping."""
     started = time.perf_counter()
     from opera.corpus import CorpusReader
-    from opera.oracles import compare_outputs, load_oracle_config
-    from opera.targets import get_target
+    from opera.run.targets import get_target
     from opera.templates import get_template
+    from opera.verdict.oracles import compare_outputs, load_oracle_config
 
     oracle = load_oracle_config(None)
     target = get_target(target_name)
@@ -110,7 +110,7 @@ def run_bare(sample: str, target_name: str, seed: int) -> dict[str, Any]:
 
 def run_runner(sample: str, target_name: str, seed: int, workers: int) -> dict[str, Any]:
     started = time.perf_counter()
-    from opera.runner import RunConfig, start_run
+    from opera.run.runner import RunConfig, start_run
 
     with tempfile.TemporaryDirectory(prefix="opera-overhead-") as tmp:
         config = RunConfig(

@@ -29,7 +29,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "runner_throughput.json"
 
 
 def measure(corpus: str, targets: list[str], limit: int | None, workers: int) -> dict[str, Any]:
-    from opera.runner import RunConfig, start_run
+    from opera.run.runner import RunConfig, start_run
     from opera.store import ResultStore
 
     with tempfile.TemporaryDirectory(prefix="opera-bench-") as tmp:

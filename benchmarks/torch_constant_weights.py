@@ -13,7 +13,7 @@ Half the sample is drawn from ``torch.nn.functional.*`` (convolutions, linear, n
 embeddings, losses: the operators with weights), half from the rest (binary operators, indexing,
 linear algebra, ...), at most ``--per-api`` instances per API, seeded.
 
-Each (target, form) runs in a child process (``opera.execution.execute_task`` in process, as
+Each (target, form) runs in a child process (``opera.run.execution.execute_task`` in process, as
 ``tests/test_targets.py`` does): a test that kills its process (a native crash) or runs past
 ``--timeout`` is recorded as ``native-crash`` / ``timeout`` and the child is restarted after it.
 
@@ -87,8 +87,8 @@ def write_sample(corpus: str, n: int, seed: int, per_api: int, out: Path) -> lis
 
 def child(sample: str, target: str, form: str, skip: int) -> None:
     from opera.corpus import CorpusReader
-    from opera.execution import WorkerState, execute_task
-    from opera.executors import TestTask, WorkerSettings
+    from opera.run.execution import WorkerState, execute_task
+    from opera.run.executors import TestTask, WorkerSettings
     from opera.templates import _cache, get_template
     from opera.templates.torch_template import TorchTemplate
 

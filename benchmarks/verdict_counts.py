@@ -19,8 +19,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from opera.corpus import CorpusReader
-from opera.coverage_gaps import coverage_gaps
 from opera.outcomes import FAILURE_OUTCOMES, Outcome
+from opera.report.coverage_gaps import coverage_gaps
 from opera.store import ResultStore
 
 HARVESTED = Path(__file__).resolve().parents[1] / "harvested"

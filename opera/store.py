@@ -10,7 +10,7 @@ Tables:
 - ``results``: one row per finished test, ``UNIQUE(run, instance_id, target)``.
 - ``bugs``: one row per bug signature across runs (first/last run, count, the smallest reproducer,
   and whether that reproducer, re-run on its own in a fresh process, shows the failure:
-  ``repro_status``, see ``opera.verify_reproducers``; NULL until verified, reset when a smaller
+  ``repro_status``, see ``opera.reproduce.verify``; NULL until verified, reset when a smaller
   reproducer replaces it).
 
 WAL journal, one transaction per result (the result row and its bug row commit together, so a
@@ -196,7 +196,7 @@ class BugRecord:
     example_api: str
     reproducer: str | None
     reproducer_size: int | None
-    # the reproducer re-run on its own (opera.verify_reproducers): None = not verified yet
+    # the reproducer re-run on its own (opera.reproduce.verify): None = not verified yet
     repro_status: str | None = None
     repro_detail: str = ""
     repro_exit: int | None = None  # exit status (negative: the signal), None for a hang

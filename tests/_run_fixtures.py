@@ -158,8 +158,8 @@ def verdict_in_process(state: Any, inst: OperatorInstance, target: str) -> Any:
     (``state`` is a module-scoped ``WorkerState``); skipped where the target is not usable here."""
     import pytest
 
-    from opera.execution import execute_task
-    from opera.executors import TestTask
+    from opera.run.execution import execute_task
+    from opera.run.executors import TestTask
 
     reason = state.target(target).availability()
     if reason is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from opera.apfd import (
+from opera.report.apfd import (
     ApfdUndefined,
     apfd,
     apfd_from_outcomes,

@@ -14,7 +14,7 @@ from _run_fixtures import add, fault, relus, results_so_far, tfidf, write
 
 from opera.cli import main
 from opera.outcomes import Outcome
-from opera.runner import RunConfig, start_run
+from opera.run.runner import RunConfig, start_run
 from opera.store import ResultStore
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from opera.corpus import CorpusReader
-from opera.coverage_gaps import coverage_gaps, gap_table_lines
-from opera.execution import WorkerState, execute_task
-from opera.executors import TestTask, WorkerSettings
 from opera.outcomes import Outcome
+from opera.report.coverage_gaps import coverage_gaps, gap_table_lines
+from opera.run.execution import WorkerState, execute_task
+from opera.run.executors import TestTask, WorkerSettings
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from opera.equipped import EquippedReader, read_equipped
 from opera.model import InstanceKind, OperatorInstance
+from opera.prioritize.equipped import EquippedReader, read_equipped
 from opera.values import ObjectSpec, Opaque, TensorSpec
 
 # the equipped corpora (4 MB) are read from shared/ beside the checkout when it is there

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opera.by_source import breakdown_by_source, source_of
 from opera.cli import main
 from opera.corpus import read_corpus, write_corpus
 from opera.generate import GENERATED_SUITE, GENERATOR, GenerateOptions, generate
@@ -25,10 +24,11 @@ from opera.generate.gate import InProcessGate, IsolatedGate
 from opera.generate.mutations import LARGE_INT, MAX_RANK, Choice, apply_mutation, mutation_choices
 from opera.generate.profiles import learn_profiles
 from opera.generate.related import related_operators
-from opera.manifest import build_manifest
+from opera.harvest.manifest import build_manifest
 from opera.model import InstanceKind, OperatorInstance, Origin, Source
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.prioritize.partitions import partition
+from opera.report.by_source import breakdown_by_source, source_of
 from opera.templates import get_template
 from opera.values import DType, TensorSpec
 

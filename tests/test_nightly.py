@@ -1,6 +1,6 @@
 """`opera nightly`: two (three) consecutive nights on a target whose behaviour changes between them.
 
-The ``test-drift`` target (opera/targets/testing.py) behaves as ``$OPERA_TEST_DRIFT`` says per
+The ``test-drift`` target (opera/run/targets/testing.py) behaves as ``$OPERA_TEST_DRIFT`` says per
 instance and reports the file's ``version`` as its compiler version, so the second night must list
 exactly the tests whose behaviour was changed, tie them to the version change, and exit 1 only
 when something new fails. The JUnit file is validated against the JUnit schema CI dashboards read

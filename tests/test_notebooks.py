@@ -19,9 +19,9 @@ from _run_fixtures import fault, relus, write
 from nbclient import NotebookClient
 
 from opera.corpus import read_corpus, write_corpus
-from opera.manifest import write_manifest
+from opera.harvest.manifest import write_manifest
 from opera.prioritize.partitions import operator_key
-from opera.runner import RunConfig, start_run
+from opera.run.runner import RunConfig, start_run
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from opera.targets._onnx_prep import prepare_onnx
+from opera.run.targets._onnx_prep import prepare_onnx
 
 IR_VERSION = 8  # onnxruntime reads IR <= 13; onnx 1.23's default (14) it refuses
 

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 ov = pytest.importorskip("openvino")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
-from opera.targets.openvino import _from_ov_tensor  # noqa: E402
+from opera.run.targets.openvino import _from_ov_tensor  # noqa: E402
 
 
 def _cast_through_openvino(values: np.ndarray, to: int, tmp_path) -> np.ndarray:
@@ -50,7 +50,7 @@ def test_ov_torch_feeds_only_the_parameters_openvino_kept() -> None:
     feeding it anyway failed at run time ("Input port for index 0 was not found")."""
     pytest.importorskip("torch")
     from opera.model import InstanceKind, OperatorInstance, Source
-    from opera.targets.openvino import OvTorchTarget
+    from opera.run.targets.openvino import OvTorchTarget
     from opera.templates.torch_template import TorchTemplate
     from opera.values import DType
 
@@ -79,8 +79,8 @@ def test_ov_reproducer_decodes_raw_bit_outputs_like_the_target(tmp_path) -> None
 
     from opera.corpus import CorpusReader
     from opera.outcomes import Outcome, Stage, TestResult
-    from opera.reproducers import write_reproducer
-    from opera.targets import get_target
+    from opera.reproduce.write import write_reproducer
+    from opera.run.targets import get_target
 
     corpus = Path(__file__).resolve().parents[1] / "harvested" / "onnx.jsonl.gz"
     inst = next(i for i in CorpusReader([corpus]) if i.source.test == "test_cast_FLOAT_to_INT4")

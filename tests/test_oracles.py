@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from opera.errors import OperaError
-from opera.oracles import chebyshev_distance, compare_outputs, load_oracle_config, nonfinite_mismatch
+from opera.verdict.oracles import chebyshev_distance, compare_outputs, load_oracle_config, nonfinite_mismatch
 
 
 @pytest.fixture(scope="module")

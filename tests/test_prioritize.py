@@ -457,7 +457,7 @@ def test_coverage_of_any_target_only_the_runs_instances(tmp_path: Path) -> None:
 
     from opera.prioritize.coverage_data import load_coverage
     from opera.prioritize.coverage_data import main as coverage_main
-    from opera.runner import RunConfig, start_run
+    from opera.run.runner import RunConfig, start_run
 
     dense, planned_elsewhere = keras_dense(), relus(1)[0]
     corpus = tmp_path / "c.jsonl"

@@ -21,12 +21,12 @@ from _run_fixtures import fault, relus, results_so_far, write
 ray = pytest.importorskip("ray", reason="ray is not installed (optional extra: pip install -e '.[ray]')")
 
 from opera.cli import main  # noqa: E402
-from opera.executors import ExecutorRequest  # noqa: E402
 from opera.outcomes import Outcome, Stage  # noqa: E402
-from opera.runner import RunConfig, start_run  # noqa: E402
+from opera.run.executors import ExecutorRequest  # noqa: E402
+from opera.run.runner import RunConfig, start_run  # noqa: E402
+from opera.run.targets import get_target  # noqa: E402
+from opera.run.targets.testing import TestWrongTarget  # noqa: E402
 from opera.store import ResultStore  # noqa: E402
-from opera.targets import get_target  # noqa: E402
-from opera.targets.testing import TestWrongTarget  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +123,7 @@ def test_bad_input_is_one_line_and_no_run(cluster, tmp_path, capsys, monkeypatch
 def test_gpu_target_runs_only_on_the_gpu_node_and_targets_reports_per_node(
     cluster, tmp_path, capsys, monkeypatch
 ) -> None:
-    from opera.executors.ray import prepare
+    from opera.run.executors.ray import prepare
 
     gpu_node = cluster.add_node(**_node_args(num_gpus=1))
     cluster.wait_for_nodes()
@@ -184,7 +184,7 @@ def test_driver_killed_then_resume_runs_each_test_once(cluster, tmp_path) -> Non
 
 
 def test_killing_a_worker_node_mid_run_loses_and_duplicates_nothing(cluster, tmp_path) -> None:
-    from opera.executors.ray import prepare
+    from opera.run.executors.ray import prepare
 
     worker = next(n for n in cluster.worker_nodes)
     corpus = write(tmp_path / "c.jsonl", [fault("slow", k) for k in range(30)])

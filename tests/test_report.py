@@ -18,7 +18,7 @@ from opera.prioritize import prioritize, read_order
 from opera.prioritize.strategies import PrioritizeContext
 from opera.report import apfd_table, bug_curves, build_report
 from opera.report.plots import plot_bugs_over_time
-from opera.runner import RunConfig, start_run
+from opera.run.runner import RunConfig, start_run
 from opera.store import RUN_INTERRUPTED, ResultStore
 
 FAILURES = ("crash", "native-crash", "timeout", "inconsistent")

@@ -1,7 +1,7 @@
 """Every reproducer shows its failure on its own (issue 11, defect class 10).
 
 After a run each bug signature's reproducer is re-run in a fresh process and the store records
-whether it reproduces (``opera.verify_reproducers``); ``opera bugs`` and the nightly report show
+whether it reproduces (``opera.reproduce.verify``); ``opera bugs`` and the nightly report show
 it. The causes seen of reproducers that did not show their failure each have a test on a real
 corpus instance: -Inf positions not compared, 0-d arrays turned 1-d by ``np.ascontiguousarray``,
 inputs fed by position where the run fed by name, string tensors not decodable, a ``.keras`` model
@@ -24,11 +24,8 @@ from _run_fixtures import fault, relus, write
 from opera.cli import main
 from opera.corpus import CorpusReader
 from opera.model import OperatorInstance
-from opera.oracles import compare_outputs, load_oracle_config
 from opera.outcomes import Outcome, Stage, TestResult
-from opera.reproducers import write_reproducer
-from opera.store import SCHEMA_VERSION, BugRecord, ResultStore
-from opera.verify_reproducers import (
+from opera.reproduce.verify import (
     MISSING,
     NOT_REPRODUCED,
     OTHER_FAILURE,
@@ -40,6 +37,9 @@ from opera.verify_reproducers import (
     verify_bug,
     verify_bugs,
 )
+from opera.reproduce.write import write_reproducer
+from opera.store import SCHEMA_VERSION, BugRecord, ResultStore
+from opera.verdict.oracles import compare_outputs, load_oracle_config
 
 HARVESTED = Path(__file__).resolve().parents[1] / "harvested"
 _CACHE: dict[tuple[str, str], OperatorInstance] = {}
@@ -74,7 +74,7 @@ def _run(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _target(name: str):
-    from opera.targets import get_target
+    from opera.run.targets import get_target
 
     target = get_target(name)
     reason = target.availability()
@@ -522,14 +522,14 @@ def test_keras_model_that_cannot_be_loaded_back_is_rebuilt(tmp_path) -> None:
     'config' to be a dict for builtin_function_or_method"); the script rebuilds the call instead
     and shows the run's own OpenVINO conversion crash."""
     target = _target("ov-keras")
-    from opera.execution import WorkerState, execute_task
-    from opera.executors import TestTask, WorkerSettings
+    from opera.run.execution import WorkerState, execute_task
+    from opera.run.executors import TestTask, WorkerSettings
 
     inst = _instance(
         "keras",
         "keras/src/ops/core_test.py::CoreOpsStaticShapeTest::test_associative_scan_dynamic_scan_body_static_even_length",
     )
-    # OpenVINO's "cannot be folded to Constant" is a coverage gap in opera/unsupported.toml; with no
+    # OpenVINO's "cannot be folded to Constant" is a coverage gap in opera/verdict/unsupported.toml; with no
     # unsupported patterns at all the same conversion failure is a crash that gets a reproducer
     no_gaps = tmp_path / "no-gaps.toml"
     no_gaps.write_text("[common]\npatterns = []\n")
@@ -569,8 +569,8 @@ def test_tvm_keras_reproducer_compiles_as_the_target(tmp_path) -> None:
     compiles the layout-converted module instead (its inconsistency is judged there); the script
     compiled only the default way and showed the codegen crash instead of the wrong shape."""
     target = _target("tvm-keras")
-    from opera.execution import WorkerState, execute_task
-    from opera.executors import TestTask, WorkerSettings
+    from opera.run.execution import WorkerState, execute_task
+    from opera.run.executors import TestTask, WorkerSettings
 
     inst = _instance("keras", "f5da32fa21b81f187a75")
     state = WorkerState(WorkerSettings(reproducer_dir=str(tmp_path)))

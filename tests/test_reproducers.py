@@ -16,8 +16,8 @@ pytest.importorskip("torch")
 
 from opera.model import InstanceKind, OperatorInstance, Source  # noqa: E402
 from opera.outcomes import Outcome, Stage, TestResult  # noqa: E402
-from opera.reproducers import write_reproducer  # noqa: E402
-from opera.targets import get_target  # noqa: E402
+from opera.reproduce.write import write_reproducer  # noqa: E402
+from opera.run.targets import get_target  # noqa: E402
 
 
 def _result(inst: OperatorInstance, outcome: Outcome, stage: Stage | None) -> TestResult:

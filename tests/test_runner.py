@@ -13,7 +13,7 @@ from _run_fixtures import dropout, fault, opaque, rejected, relus, write
 
 from opera.errors import OperaError
 from opera.outcomes import Outcome, Stage
-from opera.runner import RunConfig, parse_duration, plan_tests, read_order, start_run
+from opera.run.runner import RunConfig, parse_duration, plan_tests, read_order, start_run
 from opera.store import ResultStore
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -97,7 +97,7 @@ def test_faulty_workers_are_replaced_and_recorded(tmp_path) -> None:
     assert by_kind["alloc@run"].outcome is Outcome.NATIVE_CRASH and by_kind["alloc@run"].stage is Stage.RUN
     assert (by_kind["alloc@run"].signature or "").endswith(":memory")
     assert by_kind["raise"].outcome is Outcome.CRASH
-    assert by_kind["raise"].signature == "crash:test-faults:opera/targets/testing.py:_inject:RuntimeError"
+    assert by_kind["raise"].signature == "crash:test-faults:opera/run/targets/testing.py:_inject:RuntimeError"
     assert (
         by_kind["unsupported@run"].outcome is Outcome.UNSUPPORTED
         and by_kind["unsupported@run"].signature is None
@@ -144,8 +144,8 @@ def test_library_disagreeing_with_itself_is_nondeterministic(tmp_path) -> None:
 
 
 def test_workers_that_cannot_start_stop_the_executor_with_a_clear_error(tmp_path) -> None:
-    from opera.executors import TestTask, WorkerSettings
-    from opera.executors.local import LocalExecutor
+    from opera.run.executors import TestTask, WorkerSettings
+    from opera.run.executors.local import LocalExecutor
 
     logs = tmp_path / "logs"
     (logs / "worker-0.log").mkdir(parents=True)  # the worker cannot open its log file: dies at start
@@ -162,8 +162,8 @@ def test_workers_that_cannot_start_stop_the_executor_with_a_clear_error(tmp_path
 def test_idle_worker_over_half_its_memory_limit_is_recycled(tmp_path) -> None:
     """A worker whose baseline (python + numpy + onnx + onnxruntime) already exceeds half of a
     tiny limit is replaced before every test: the tests still pass, nothing is blamed on them."""
-    from opera.executors import TestTask, WorkerSettings
-    from opera.executors.local import LocalExecutor
+    from opera.run.executors import TestTask, WorkerSettings
+    from opera.run.executors.local import LocalExecutor
 
     executor = LocalExecutor(1, WorkerSettings(max_rss_bytes=120 << 20))  # worker baseline ~80 MiB
     outcomes = []

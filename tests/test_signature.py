@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from opera.errors import OperaError
-from opera.signature import crash_signature, inconsistency_signature, native_signature, normalize_message
-from opera.unsupported import load_unsupported
+from opera.verdict.signature import (
+    crash_signature,
+    inconsistency_signature,
+    native_signature,
+    normalize_message,
+)
+from opera.verdict.unsupported import load_unsupported
 
 FRONTEND = "/venv/lib/python3.11/site-packages/tvm/relax/frontend/onnx/onnx_frontend.py"
 BACKEND = "/venv/lib/python3.11/site-packages/tvm/driver/build_module.py"
@@ -92,9 +97,9 @@ def test_unsupported_patterns_per_target_and_compiler(tmp_path) -> None:
 def test_converter_names_of_real_frontends() -> None:
     from _run_fixtures import relus, torch_gelu
 
-    from opera.converters import converter_name
-    from opera.targets import get_target
+    from opera.run.targets import get_target
     from opera.templates import get_template
+    from opera.verdict.converters import converter_name
 
     relu = get_template("onnx").build(relus(1)[0])
     assert converter_name(get_target("tvm-onnx"), relu) == "Relu._impl_v13"  # opset 17 -> the v13 converter

@@ -4,9 +4,9 @@ For each CPU target: a handful of known-good instances of its source library (pi
 ``harvested/{torch,onnx,keras}.jsonl.gz``, the first valid instance of each API in corpus order)
 must come out ``pass`` with a stored Chebyshev distance under 1e-3, and one instance of an
 operator the frontend has no converter for must come out ``unsupported`` (the message matched by a
-pattern in ``opera/unsupported.toml``, not a crash).
+pattern in ``opera/verdict/unsupported.toml``, not a crash).
 
-The tests run the per-test function of a worker (``opera.execution.execute_task``) in this
+The tests run the per-test function of a worker (``opera.run.execution.execute_task``) in this
 process, with one ``WorkerState`` per module, so every framework and compiler is imported once:
 no worker pool. The runner's isolation is tested in ``test_runner.py`` / ``test_cli_run.py``.
 
@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from opera.corpus import CorpusReader
-from opera.execution import WorkerState, execute_task
-from opera.executors import TestTask, WorkerSettings
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, TestResult
+from opera.run.execution import WorkerState, execute_task
+from opera.run.executors import TestTask, WorkerSettings
 
 pytestmark = pytest.mark.slow
 

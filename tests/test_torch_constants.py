@@ -25,13 +25,13 @@ torch = pytest.importorskip("torch")
 
 from opera.commands.run import add_arguments, worker_fields  # noqa: E402
 from opera.corpus import CorpusReader  # noqa: E402
-from opera.execution import WorkerState  # noqa: E402
-from opera.executors import WorkerSettings  # noqa: E402
 from opera.model import InstanceKind, OperatorInstance, Source  # noqa: E402
 from opera.outcomes import Outcome, Stage, TestResult  # noqa: E402
-from opera.reproducers import write_reproducer  # noqa: E402
-from opera.targets import get_target  # noqa: E402
-from opera.targets._artifacts import export_torch  # noqa: E402
+from opera.reproduce.write import write_reproducer  # noqa: E402
+from opera.run.execution import WorkerState  # noqa: E402
+from opera.run.executors import WorkerSettings  # noqa: E402
+from opera.run.targets import get_target  # noqa: E402
+from opera.run.targets._artifacts import export_torch  # noqa: E402
 from opera.templates import get_template  # noqa: E402
 from opera.templates.torch_template import CallWithConstants  # noqa: E402
 
@@ -224,7 +224,7 @@ def test_worker_settings_and_cli_flag() -> None:
     variant = parser.parse_args(["corpus.jsonl", "-t", "ov-torch", "--torch-tensor-args", "inputs"])
     assert worker_fields(variant, None)["torch_tensor_args"] == "inputs"
     # the run's config carries it to every worker
-    from opera.runner import RunConfig, _settings
+    from opera.run.runner import RunConfig, _settings
 
     config = RunConfig(corpus=["corpus.jsonl"], targets=["ov-torch"], torch_tensor_args="inputs")
     assert _settings(config, 1).torch_tensor_args == "inputs"

@@ -5,7 +5,7 @@ legalization of those ops lowers only the channels-first layouts, so the default
 stopped in VM codegen ("CodeGenVM cannot emit this Relax operator directly") on every Keras
 transposed convolution of the shipped corpus and no value of theirs was ever compared. The target
 now compiles the module after ``relax.transform.ConvertLayout`` when the default pipeline fails
-(``opera/targets/tvm.py``), and keeps that first failure on the executable (``masked_crash``) so that
+(``opera/run/targets/tvm.py``), and keeps that first failure on the executable (``masked_crash``) so that
 it is still reported, once, as its own finding.
 
 The instances are real ones from ``harvested/keras.jsonl.gz``; each crashed at compile with the
@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 
 from opera.corpus import CorpusReader
-from opera.execution import WorkerState, execute_task
-from opera.executors import TestTask, WorkerSettings
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, Stage
+from opera.run.execution import WorkerState, execute_task
+from opera.run.executors import TestTask, WorkerSettings
 
 HARVESTED = Path(__file__).resolve().parents[1] / "harvested"
 CODEGEN_CRASH = "CodeGenVM cannot emit this Relax operator directly"
@@ -184,7 +184,7 @@ def _conv2d_transpose_nchw_reference(x: np.ndarray, w: np.ndarray, stride: int) 
 
 
 def test_nhwc_conv2d_transpose_compiles_after_layout_conversion() -> None:
-    from opera.targets.tvm import TvmKerasTarget, TvmModule
+    from opera.run.targets.tvm import TvmKerasTarget, TvmModule
 
     mod, w = _conv2d_transpose_nhwc_module("NHWC")
     target = TvmKerasTarget()
@@ -199,7 +199,7 @@ def test_nhwc_conv2d_transpose_compiles_after_layout_conversion() -> None:
 
 
 def test_module_the_default_pipeline_compiles_is_left_alone() -> None:
-    from opera.targets.tvm import TvmKerasTarget, TvmModule, legalizable_layouts
+    from opera.run.targets.tvm import TvmKerasTarget, TvmModule, legalizable_layouts
 
     mod, _ = _conv2d_transpose_nhwc_module("NCHW")
     assert legalizable_layouts(mod) is mod
@@ -209,7 +209,7 @@ def test_module_the_default_pipeline_compiles_is_left_alone() -> None:
 
 def test_other_targets_do_not_fall_back() -> None:
     """tvm-onnx / tvm-torch frontends emit channels-first ops: their compile failures stand as they are."""
-    from opera.targets.tvm import TvmModule, TvmOnnxTarget
+    from opera.run.targets.tvm import TvmModule, TvmOnnxTarget
 
     mod, _ = _conv2d_transpose_nhwc_module("NHWC")
     with pytest.raises(Exception, match=CODEGEN_CRASH):
@@ -221,7 +221,7 @@ def test_failure_the_conversion_does_not_fix_is_raised_unchanged(data_layout, mo
     """Nothing to convert (NCHW), or the converted module fails too (NHWC): the default
     pipeline's exception is what the target raises."""
     tvm = _tvm()
-    from opera.targets.tvm import TvmKerasTarget, TvmModule
+    from opera.run.targets.tvm import TvmKerasTarget, TvmModule
 
     class Boom(RuntimeError):
         pass

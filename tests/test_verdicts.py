@@ -22,12 +22,12 @@ import pytest
 from _run_fixtures import fault, verdict_in_process
 
 from opera.corpus import CorpusReader
-from opera.execution import WorkerState, execute_task
-from opera.executors import TestTask, WorkerSettings
 from opera.model import OperatorInstance
-from opera.oracles import load_oracle_config
 from opera.outcomes import FAILURE_OUTCOMES, Outcome, Stage, TestResult
-from opera.undefined import find_undefined, mask_undefined
+from opera.run.execution import WorkerState, execute_task
+from opera.run.executors import TestTask, WorkerSettings
+from opera.verdict.oracles import load_oracle_config
+from opera.verdict.undefined import find_undefined, mask_undefined
 
 HARVESTED = Path(__file__).resolve().parents[1] / "harvested"
 
@@ -58,7 +58,7 @@ def test_an_exception_in_the_targets_own_code_is_a_harness_error(state: WorkerSt
     assert result.outcome is Outcome.HARNESS_ERROR, (result.outcome, result.message[-500:])
     assert result.outcome not in FAILURE_OUTCOMES and not result.is_failure
     assert result.signature is not None and result.signature.startswith("harness:test-faults:")
-    assert result.signature.endswith(":ValueError") and "opera/targets/testing.py" in result.signature
+    assert result.signature.endswith(":ValueError") and "opera/run/targets/testing.py" in result.signature
     assert "Opera's own defect" in result.message
 
 
@@ -178,9 +178,9 @@ def test_torch_float64_second_reference_agrees_and_disagrees_where_float32_is_im
     """torch's second reference is the model in float64. On a conv2d it agrees with the float32
     reference; on a real ``torch.cov`` instance (large values) float32 is 0.04 off, so a compiler
     differing from the float32 reference there would be ``unstable-reference``, not a bug."""
-    from opera.execution import _like
-    from opera.oracles import compare_outputs
+    from opera.run.execution import _like
     from opera.templates import get_template
+    from opera.verdict.oracles import compare_outputs
 
     template = get_template("torch")
     config = load_oracle_config()
@@ -208,7 +208,7 @@ def test_harness_errors_are_listed_apart_from_the_bugs(tmp_path, capsys) -> None
     from _run_fixtures import relus, write
 
     from opera.cli import main
-    from opera.runner import RunConfig, start_run
+    from opera.run.runner import RunConfig, start_run
     from opera.store import ResultStore
 
     corpus = write(tmp_path / "c.jsonl", [fault("harness@run", 0), relus(1)[0]])
@@ -224,7 +224,7 @@ def test_harness_errors_are_listed_apart_from_the_bugs(tmp_path, capsys) -> None
     assert main(["bugs", "--store", store]) == 0
     out = capsys.readouterr().out
     assert "Opera's own defects (harness-error, not compiler bugs): 1 signature(s)" in out
-    assert "harness:test-faults:opera/targets/testing.py" in out
+    assert "harness:test-faults:opera/run/targets/testing.py" in out
 
 
 @pytest.mark.slow

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             interrupted = _verify(store, args, run_record)
         bugs = store.bugs(args.run)
         harness = _harness_errors(store, args.run)
-    from opera.verify_reproducers import summarize
+    from opera.reproduce.verify import summarize
 
     summary = summarize(bugs)
     if args.json:
@@ -143,7 +143,7 @@ def _harness_errors(store: ResultStore, run_id: int | None) -> dict[str, tuple[i
 def _gaps(store: ResultStore, args: argparse.Namespace) -> int:
     """The coverage-gap table of a run (or of every run), features named from the run's corpus."""
     from opera.corpus import CorpusReader
-    from opera.coverage_gaps import coverage_gaps, gap_table_lines
+    from opera.report.coverage_gaps import coverage_gaps, gap_table_lines
 
     results = store.results(args.run)
     runs = [store.get_run(args.run)] if args.run is not None else store.runs()
@@ -172,8 +172,8 @@ def _status(bug: BugRecord) -> str:
 
 def _verify(store: ResultStore, args: argparse.Namespace, run_record: Any) -> bool:
     """Run the selected reproducers; True when interrupted (what was verified is stored)."""
-    from opera.runner import parse_duration
-    from opera.verify_reproducers import verify_bugs
+    from opera.reproduce.verify import verify_bugs
+    from opera.run.runner import parse_duration
 
     bugs = [b for b in store.bugs(args.run) if b.reproducer is not None]
     if args.verify_pending:
@@ -191,7 +191,7 @@ def _verify(store: ResultStore, args: argparse.Namespace, run_record: Any) -> bo
     else:
         timeout = 60.0
     workers = args.workers or max(1, os.cpu_count() or 1)
-    from opera.executors.local import default_max_rss_bytes
+    from opera.run.executors.local import default_max_rss_bytes
 
     _, interrupted = verify_bugs(
         store,
@@ -209,7 +209,7 @@ def _verify(store: ResultStore, args: argparse.Namespace, run_record: Any) -> bo
 def _current_versions(target: str) -> dict[str, Any] | None:
     """The installed compiler/library versions the scripts run with (as a run records them);
     None when the target is not usable here."""
-    from opera.targets import get_target
+    from opera.run.targets import get_target
 
     try:
         found = get_target(target)
@@ -221,7 +221,7 @@ def _current_versions(target: str) -> dict[str, Any] | None:
 
 
 def _by_source(store: ResultStore, args: argparse.Namespace) -> int:
-    from opera.by_source import breakdown_by_source
+    from opera.report.by_source import breakdown_by_source
 
     breakdown = breakdown_by_source(store.results(args.run))
     print(json.dumps(breakdown.to_json(), indent=2) if args.json else breakdown.render())

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from opera.harvest import run_harvest
+    from opera.harvest.driver import run_harvest
 
     if args.library not in RECORDERS:
         raise HarvestError(f"unknown library {args.library!r}; known: {', '.join(sorted(RECORDERS))}")

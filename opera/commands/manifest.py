@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from opera.manifest import write_manifest
+from opera.harvest.manifest import write_manifest
 
 HELP = "rewrite MANIFEST.json (counts, versions, regeneration commands) for a corpus directory"
 

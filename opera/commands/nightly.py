@@ -14,7 +14,7 @@ from opera.commands.run import (
     worker_fields,
 )
 from opera.errors import OperaError
-from opera.runner import parse_duration
+from opera.run.runner import parse_duration
 
 HELP = (
     "prioritized, budgeted run of the corpus on every installed target, compared with the previous "

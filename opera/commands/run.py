@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from opera.errors import OperaError
-from opera.runner import RunConfig, parse_duration, resume_run, start_run
+from opera.run.runner import RunConfig, parse_duration, resume_run, start_run
 from opera.store import RUN_INTERRUPTED
 
 HELP = "run corpus instances through compiler targets (isolated workers, oracles, results store)"
@@ -52,9 +52,9 @@ def add_worker_arguments(parser: argparse.ArgumentParser, seed_help: str) -> Non
         help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)",
     )
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
-    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/oracles.toml)")
+    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/verdict/oracles.toml)")
     parser.add_argument(
-        "--unsupported-config", help="unsupported-pattern TOML (default: opera/unsupported.toml)"
+        "--unsupported-config", help="unsupported-pattern TOML (default: opera/verdict/unsupported.toml)"
     )
     parser.add_argument("--no-reproducers", action="store_true", help="do not write reproducer scripts")
     parser.add_argument(

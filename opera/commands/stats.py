@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from opera.corpus_stats import corpus_stats
+from opera.harvest.stats import corpus_stats
 
 HELP = "summarize corpus files: instances, distinct APIs, sources, validity"
 

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from opera.targets import all_targets
+from opera.run.targets import all_targets
 
 HELP = "list compiler targets with their versions, or the reason they are unavailable"
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _ray_nodes(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from opera.executors.ray import connect, probe_nodes
+    from opera.run.executors.ray import connect, probe_nodes
 
     names = [t.name for t in all_targets(include_test_only=args.all)]
     where = connect(args.address)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opera.errors import OperaError
-from opera.runner import RunConfig
+from opera.run.runner import RunConfig
 from opera.store import SCHEMA_VERSION, ResultStore, RunRecord, StoreError
 
 __all__ = ["NightlyRunConfig", "next_nightly_number", "open_store", "previous_nightly_run"]

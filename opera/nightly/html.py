@@ -6,7 +6,7 @@ changed symptoms, fixed, still failing) with links to their reproducers, the new
 now supported operators, the time-to-bug plot (``opera.report.plots``) and the per-operator heat
 map. Reproducer links are relative to the report's folder, so a CI job can archive the store's
 folder and the report together. Each reproducer's verdict when re-run on its own (``reproduces``,
-``not-reproduced``, ...; ``opera.verify_reproducers``) is shown next to it, and a "Reproducers"
+``not-reproduced``, ...; ``opera.reproduce.verify``) is shown next to it, and a "Reproducers"
 section counts them per target and lists those that do not show their failure.
 """
 
@@ -189,7 +189,7 @@ def _change_table(
 def _reproducers_section(outcome: NightlyOutcome, base: Path) -> str:
     """Per target: how many of its signatures' reproducers show their failure on their own; then
     the ones that do not (or were not verified), with what they did instead."""
-    from opera.verify_reproducers import summarize
+    from opera.reproduce.verify import summarize
 
     head = (
         "<tr><th>target</th><th>signatures</th><th>reproduce</th><th>verified</th><th>not verified</th>"

@@ -9,7 +9,7 @@
    budget (``budget.py``), tagged with the nightly's number (``history.py``).
 4. Compare each target's run with its previous nightly run (``compare.py``), write JUnit XML and
    the HTML report into the output directory. Each run re-runs its signatures' reproducers in fresh
-   processes (``opera.verify_reproducers``, unless ``--no-verify``); the reports say which reproducers
+   processes (``opera.reproduce.verify``, unless ``--no-verify``); the reports say which reproducers
    show their failure on their own.
 
 Bad input (unknown target, missing corpus, a budget too small to run anything, a store this Opera
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from opera.corpus import CorpusReader
-from opera.coverage_gaps import CoverageGap
 from opera.errors import OperaError
-from opera.executors import Executor, WorkerSettings
 from opera.model import OperatorInstance
 from opera.nightly.budget import BudgetClock, check_budget, run_order
 from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results, group_changes
 from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
+from opera.report.coverage_gaps import CoverageGap
+from opera.run.executors import Executor, WorkerSettings
 from opera.store import RUN_INTERRUPTED, BugRecord, RankedResult, ResultStore, RunRecord
 
 __all__ = ["NightlyConfig", "NightlyOutcome", "TargetNight", "default_targets", "run_nightly"]
@@ -60,7 +60,7 @@ class NightlyConfig:
     unsupported_config: str | None = None
     reproducers: bool = True
     verify_reproducers: bool = True  # re-run each signature's reproducer after each target's run
-    executor: str = "local"  # opera.executors.EXECUTORS
+    executor: str = "local"  # opera.run.executors.EXECUTORS
     address: str | None = None  # cluster executors: auto | HOST:PORT
     torch_tensor_args: str = "constants"  # --torch-tensor-args
 
@@ -80,7 +80,7 @@ class TargetNight:
 
     def reproduction_headline(self) -> str | None:
         """``N of M reproducers reproduce ...`` for the run's signatures; None when it has none."""
-        from opera.verify_reproducers import summarize
+        from opera.reproduce.verify import summarize
 
         summary = summarize(self.bugs)
         if not summary.verified and not summary.unverified:
@@ -125,7 +125,7 @@ class NightlyOutcome:
 
 def default_targets() -> list[str]:
     """Every installed CPU target (not test-only, available here, no GPU needed)."""
-    from opera.targets import all_targets
+    from opera.run.targets import all_targets
 
     return [t.name for t in all_targets() if not t.needs_gpu and t.availability() is None]
 
@@ -133,7 +133,7 @@ def default_targets() -> list[str]:
 def _resolve(names: list[str], check_here: bool = True) -> dict[str, str]:
     """target -> the source library it consumes; unknown or unavailable targets are errors
     (``check_here=False``: a cluster executor checks availability on its nodes)."""
-    from opera.runner import _resolve_targets
+    from opera.run.runner import _resolve_targets
 
     if not names:
         names = default_targets()
@@ -205,7 +205,7 @@ def run_nightly(
     out: TextIO | None = None,
 ) -> NightlyOutcome:
     from opera.prioritize import write_order
-    from opera.runner import start_run
+    from opera.run.runner import start_run
 
     log = out or sys.stderr
     started = time.time()
@@ -326,7 +326,7 @@ def run_nightly(
     outcome = NightlyOutcome(
         number, config.store, out_dir, started, time.time(), config.budget_s, nights, notes, interrupted
     )
-    from opera.coverage_gaps import coverage_gaps
+    from opera.report.coverage_gaps import coverage_gaps
 
     tonight = [r.result for n in nights for r in n.results]
     wanted = {r.instance_id for r in tonight}
@@ -428,7 +428,7 @@ def render_text(outcome: NightlyOutcome) -> str:
         lines.append("no new failures")
     all_bugs = [b for n in outcome.nights for b in n.bugs]
     if len(outcome.nights) > 1 and any(b.reproducer for b in all_bugs):
-        from opera.verify_reproducers import summarize
+        from opera.reproduce.verify import summarize
 
         lines.append(f"all targets: {summarize(all_bugs).headline()}")
     if outcome.junit:

@@ -120,7 +120,7 @@ def load_equipped(
     paths: Sequence[str | os.PathLike[str]], library: str | None = None, target: str | None = None
 ) -> list[OperatorInstance]:
     """Instances of equipped corpora: the artifact's line format or Opera corpora (.jsonl[.gz])."""
-    from opera.equipped import read_equipped
+    from opera.prioritize.equipped import read_equipped
 
     out: list[OperatorInstance] = []
     for path in paths:
@@ -147,7 +147,7 @@ def prioritize_files(
 ) -> tuple[Ordering, dict[str, Any]]:
     """Order corpus files for ``target``; returns the ordering and the order-file header."""
     from opera.corpus import read_corpus
-    from opera.targets import get_target
+    from opera.run.targets import get_target
 
     library = get_target(target).library
     impl = get_strategy(strategy)

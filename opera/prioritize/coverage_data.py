@@ -86,7 +86,7 @@ def measure(target_name: str, instances: Iterable[object], *, progress: bool = T
 
     from opera.model import OperatorInstance
     from opera.progress import progress_bar
-    from opera.targets import get_target
+    from opera.run.targets import get_target
     from opera.templates import get_template
 
     target = get_target(target_name)
@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from opera.corpus import read_corpus
 
     try:
-        from opera.targets import get_target
+        from opera.run.targets import get_target
 
         library = get_target(args.target).library
         instances = [i for i in read_corpus(*args.corpus) if i.library == library]

@@ -1,4 +1,4 @@
-"""Evaluate an order offline against a run's recorded outcomes (opera.apfd does the arithmetic).
+"""Evaluate an order offline against a run's recorded outcomes (opera.report.apfd does the arithmetic).
 
 For one order of a target's tests: APFD over the target's unique bug signatures, RAUC at 25/50/75/100%
 and the bugs-found-over-time curve from the measured test durations, the strategy's own
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opera.apfd import RAUC_LEVELS, apfd, bugs_over_time, first_bug_positions, rauc_levels
+from opera.report.apfd import RAUC_LEVELS, apfd, bugs_over_time, first_bug_positions, rauc_levels
 from opera.report.data import TargetTests
 from opera.report.orders import StrategyOrder
 

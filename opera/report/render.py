@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opera.apfd import RAUC_LEVELS
+from opera.report.apfd import RAUC_LEVELS
 from opera.report.tables import SKIPPED, UNDEFINED, apfd_frame, outcome_frame
 
 if TYPE_CHECKING:

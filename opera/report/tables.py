@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from opera.apfd import RAUC_LEVELS
+from opera.report.apfd import RAUC_LEVELS
 from opera.report.orders import RUN_ORDER, STRATEGY_ORDER
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ import numpy as np
 
 from opera.model import OperatorInstance
 from opera.outcomes import TestResult
-from opera.signature import signature_digest
 from opera.templates import SingleOpModel
+from opera.verdict.signature import signature_digest
 
 __all__ = ["REPRODUCER_STEPS", "ReproducerSteps", "reproducer_steps_for", "write_reproducer"]
 
@@ -39,7 +39,7 @@ ReproducerSteps = tuple[bytes, list[np.ndarray], str]
 
 
 def _prepared_onnx(built: SingleOpModel) -> tuple[bytes, list[np.ndarray], int | None]:
-    from opera.targets._onnx_prep import prepare_onnx
+    from opera.run.targets._onnx_prep import prepare_onnx
 
     prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
     opset = next((int(e.version) for e in prepared.model.opset_import if e.domain in ("", "ai.onnx")), None)  # type: ignore[attr-defined]
@@ -67,8 +67,8 @@ def _tvm_run(layout_fallback: bool = False) -> str:
     (tvm-keras), as the target does."""
     import inspect
 
-    from opera.targets import _artifacts
-    from opera.targets import tvm as tvm_target
+    from opera.run.targets import _artifacts
+    from opera.run.targets import tvm as tvm_target
 
     helpers = (_artifacts._is_tvm_shape, _artifacts._is_iterable_container, _artifacts.flatten_outputs)
     fallback = getattr(tvm_target, "legalizable_layouts", None) if layout_fallback else None
@@ -100,7 +100,7 @@ def _ov_run(names: str = "None", keras_outputs: bool = False) -> str:
     ``_keras_input_indices`` does), and the decoding of OpenVINO's raw-bit outputs."""
     import inspect
 
-    from opera.targets import openvino as ov_target
+    from opera.run.targets import openvino as ov_target
 
     decode = "".join(inspect.getsource(f) for f in (ov_target._unpack_raw_bits, ov_target._from_ov_tensor))
     encode = "".join(inspect.getsource(f) for f in (ov_target._as_port_type, ov_target._to_ov_tensor))
@@ -163,7 +163,7 @@ def _tvm_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
 
 def _ov_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
     artifact, inputs, _ = _prepared_onnx(built)
-    from opera.targets._onnx_prep import prepare_onnx
+    from opera.run.targets._onnx_prep import prepare_onnx
 
     names = prepare_onnx(built.model, built.inputs, built.input_names or None).runtime_names
     code = (
@@ -178,7 +178,7 @@ def _ov_onnx_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
 def _exported_program(built: SingleOpModel) -> bytes:
     import torch
 
-    from opera.targets._artifacts import export_torch
+    from opera.run.targets._artifacts import export_torch
 
     program = export_torch(built)
     buffer = io.BytesIO()
@@ -353,8 +353,8 @@ def _tvm_keras_steps(built: SingleOpModel, target: Any) -> ReproducerSteps:
 
     import tflite
 
-    from opera.targets._artifacts import keras_to_tflite
-    from opera.targets.tvm import tflite_complex_to_pairs, tflite_io_order, tflite_pairs_to_complex
+    from opera.run.targets._artifacts import keras_to_tflite
+    from opera.run.targets.tvm import tflite_complex_to_pairs, tflite_io_order, tflite_pairs_to_complex
 
     buf = keras_to_tflite(built)
     input_indices, output_order = tflite_io_order(tflite.Model.GetRootAsModel(buf, 0), built)
@@ -656,7 +656,7 @@ EXPECTED_OUTCOME = {outcome!r}
 
 # ---- the target's steps: convert, compile, run ----
 {code}
-# ---- compare with the library's reference: Opera's own oracle functions (opera/oracles.py) ----
+# ---- compare with the library's reference: Opera's own oracle functions (opera/verdict/oracles.py) ----
 {oracle}
 
 def _allowed(expected, atol, rtol):
@@ -700,7 +700,7 @@ def _oracle_source() -> str:
     (one definition: a reproducer judges exactly as the run did)."""
     import inspect
 
-    from opera import oracles
+    from opera.verdict import oracles
 
     functions = (
         oracles._as_comparable,
@@ -724,8 +724,8 @@ def _thresholds(
     config: Any, target: str, instance: OperatorInstance, built: SingleOpModel, reference: list[Any]
 ) -> list[tuple[float, float, bool]]:
     """Per reference output, the (atol, rtol, check_dtype) the oracle judged it with
-    (``opera.oracles.compare_outputs``: the judging dtype, then the instance's float tolerance)."""
-    from opera.oracles import _LOW_PRECISION, _judging_dtype
+    (``opera.verdict.oracles.compare_outputs``: the judging dtype, then the instance's float tolerance)."""
+    from opera.verdict.oracles import _LOW_PRECISION, _judging_dtype
 
     input_dtypes = [a.dtype.name for a in built.inputs if isinstance(a, np.ndarray)]
     out = []
@@ -762,7 +762,7 @@ def write_reproducer(
         reference = template.reference(built)
         built.inputs = pristine
     artifact, inputs, code = steps_of(built)
-    from opera.oracles import load_oracle_config
+    from opera.verdict.oracles import load_oracle_config
 
     oracle = load_oracle_config()
     thresholds = _thresholds(oracle, target.name, instance, built, reference)

@@ -3,7 +3,7 @@
 The runner only talks to the ``Executor`` protocol: it ``submit``s ``TestTask``s and ``poll``s
 for ``TaskOutcome``s; how tests are isolated (persistent local worker processes, a Ray cluster
 later) is the executor's business. An executor must turn a hung test into a ``timeout`` result and
-a dead worker into a ``native-crash`` result (see ``opera.runner.dead_worker_result``), and keep
+a dead worker into a ``native-crash`` result (see ``opera.run.runner.dead_worker_result``), and keep
 going with the other tests.
 """
 
@@ -154,7 +154,7 @@ class Executor(Protocol):
 ExecutorFactory = Callable[[int, WorkerSettings], Executor]
 
 # Executor name -> module; each module has ``prepare(ExecutorRequest) -> ExecutorFactory``.
-EXECUTORS: dict[str, str] = {"local": "opera.executors.local", "ray": "opera.executors.ray"}
+EXECUTORS: dict[str, str] = {"local": "opera.run.executors.local", "ray": "opera.run.executors.ray"}
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ class ExecutorRequest:
     """What a run asks of an executor before it starts (``prepare`` checks it: one clear
     ``OperaError`` for an unreachable cluster, a missing GPU, ... before the store is touched)."""
 
-    targets: dict[str, Any]  # name -> Target (opera.targets)
+    targets: dict[str, Any]  # name -> Target (opera.run.targets)
     address: str | None = None  # cluster executors: where the cluster is (None: start one here)
     workers: int = 0  # 0: the executor's default (one per core of the machine or the cluster)
     max_rss_bytes: int | None = None  # None: the executor's per-machine default

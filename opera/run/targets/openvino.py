@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import ArtifactError, Target, harness_step, register_target
-from opera.targets._artifacts import export_torch
-from opera.targets._onnx_prep import prepare_onnx
+from opera.run.targets import ArtifactError, Target, harness_step, register_target
+from opera.run.targets._artifacts import export_torch
+from opera.run.targets._onnx_prep import prepare_onnx
 from opera.templates import SingleOpModel
 
 __all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "InterfaceError"]

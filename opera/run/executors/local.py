@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from opera.errors import OperaError
-from opera.executors import (
+from opera.outcomes import Stage
+from opera.run.executors import (
     ExecutorFactory,
     ExecutorRequest,
     TaskOutcome,
@@ -40,7 +41,6 @@ from opera.executors import (
     TestTask,
     WorkerSettings,
 )
-from opera.outcomes import Stage
 
 __all__ = ["LocalExecutor", "default_max_rss_bytes", "prepare", "rss_bytes"]
 
@@ -97,7 +97,7 @@ def _worker_main(conn: Connection, settings: WorkerSettings, log_path: str | Non
         os.close(fd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    from opera.execution import WorkerState, execute_task
+    from opera.run.execution import WorkerState, execute_task
 
     state = WorkerState(settings)
     warmed: set[str] = set()
@@ -128,7 +128,7 @@ def _worker_main(conn: Connection, settings: WorkerSettings, log_path: str | Non
 def _internal_error(task: TestTask, exc: Exception) -> TaskOutcome:
     import traceback
 
-    from opera.execution import invalid_result
+    from opera.run.execution import invalid_result
 
     text = "".join(traceback.format_exception(exc, limit=-6))
     return TaskOutcome(
@@ -376,7 +376,7 @@ class LocalExecutor:
             raise OperaError(f"worker processes exit at start-up (exit code {code}){where}")
 
     def _fail(self, slot: _Slot, cause: str, message: str) -> None:
-        from opera.execution import dead_worker_result
+        from opera.run.execution import dead_worker_result
 
         task = slot.task
         assert task is not None

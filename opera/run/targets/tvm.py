@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import Target, harness_step, register_target
-from opera.targets._artifacts import export_torch, flatten_outputs, keras_to_tflite
-from opera.targets._onnx_prep import prepare_onnx
+from opera.run.targets import Target, harness_step, register_target
+from opera.run.targets._artifacts import export_torch, flatten_outputs, keras_to_tflite
+from opera.run.targets._onnx_prep import prepare_onnx
 from opera.templates import SingleOpModel
 
 __all__ = ["TvmKerasTarget", "TvmOnnxTarget", "TvmTorchTarget"]

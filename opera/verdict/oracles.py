@@ -3,7 +3,7 @@
 The distance is the Chebyshev distance (max |a - b|) as in the paper, computed in float64 (exact
 integer arithmetic for integer tensors). Positions where both sides hold the same non-finite value
 (NaN and NaN, +Inf and +Inf) are ignored; a NaN/Inf pattern that differs is an inconsistency of
-infinite distance. Thresholds come from ``opera/oracles.toml`` (or a file given with
+infinite distance. Thresholds come from ``opera/verdict/oracles.toml`` (or a file given with
 ``--oracle-config``), resolved per target and per dtype.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from opera.errors import OperaError
-from opera.undefined import CONDITIONS, UndefinedRule
+from opera.verdict.undefined import CONDITIONS, UndefinedRule
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -71,7 +71,7 @@ class OracleConfig:
     # only output count, shapes and dtypes are compared; two implementations drawing different
     # numbers (even from the same seed) is not a bug.
     random_apis: tuple[re.Pattern[str], ...] = ()
-    # Where the specification leaves output values undefined ([[undefined]], opera/undefined.py).
+    # Where the specification leaves output values undefined ([[undefined]], opera/verdict/undefined.py).
     undefined: tuple[UndefinedRule, ...] = ()
 
     def is_random(self, api: str) -> bool:

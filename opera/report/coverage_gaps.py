@@ -24,8 +24,8 @@ import numpy as np
 
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, TestResult
-from opera.signature import normalize_message
 from opera.values import TensorSpec
+from opera.verdict.signature import normalize_message
 
 __all__ = ["CoverageGap", "coverage_gaps", "gap_table_lines"]
 

@@ -8,7 +8,7 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
 - ``test-faults``: misbehaves as the instance's ``source.test`` asks, ``fault:<kind>[@<stage>]``
   with kind ``slow`` (sleeps 0.25 s, then passes), ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``alloc``
   (allocates without bound), ``raise`` (a Python exception: ``crash``), ``unsupported`` (an
-  exception matched by ``opera/unsupported.toml``) or ``harness`` (an exception in the target's own
+  exception matched by ``opera/verdict/unsupported.toml``) or ``harness`` (an exception in the target's own
   input preparation / output decoding, inside ``harness_step``: ``harness-error``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
 - ``test-drift``: a compiler whose behaviour changes between runs, for the nightly comparison
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import Target, harness_step, register_target
+from opera.run.targets import Target, harness_step, register_target
 from opera.templates import SingleOpModel
 
 __all__ = ["FaultNotSupported", "TestDriftTarget", "TestFaultsTarget", "TestWrongTarget", "fault_of"]
@@ -50,7 +50,7 @@ class _OrtTarget(Target):
     library = "onnx"
     compiler = "onnxruntime"
     test_only = True
-    frontend_paths = ("opera/targets/testing.py",)
+    frontend_paths = ("opera/run/targets/testing.py",)
 
     def availability(self) -> str | None:
         try:
@@ -81,7 +81,7 @@ class _OrtTarget(Target):
         outputs = compiled.session.run(None, dict(zip(compiled.input_names, inputs, strict=False)))
         return [np.asarray(o) for o in outputs]
 
-    # A standalone reproducer: onnxruntime on the embedded model (see opera.reproducers).
+    # A standalone reproducer: onnxruntime on the embedded model (see opera.reproduce.write).
     def reproducer_steps(self, built: SingleOpModel) -> tuple[bytes, list[np.ndarray], str]:
         code = (
             "import onnxruntime as ort\n"

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import Target, register_target
-from opera.targets._artifacts import flatten_outputs, torch_inputs
+from opera.run.targets import Target, register_target
+from opera.run.targets._artifacts import flatten_outputs, torch_inputs
 from opera.templates import SingleOpModel
 
 __all__ = ["InductorCudaTarget", "InductorTarget"]

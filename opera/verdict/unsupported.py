@@ -1,7 +1,7 @@
 """Which exceptions mean "the frontend does not support this" (DESIGN.md section 7).
 
 An unsupported operator or feature is recorded as ``unsupported``, not as a bug. What counts is
-configuration, not code: regular expressions per target in ``opera/unsupported.toml``, searched
+configuration, not code: regular expressions per target in ``opera/verdict/unsupported.toml``, searched
 in ``"<module>.<ExceptionType>: <message>"`` of the exception and of every exception in its
 ``__cause__``/``__context__`` chain. Sections: ``[common]`` (every target), ``[compiler.<name>]``
 (every target of one compiler, e.g. ``tvm``) and ``[target."<name>"]``.

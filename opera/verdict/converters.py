@@ -53,7 +53,7 @@ def _tvm_onnx(built: SingleOpModel, target: Any) -> str | None:
 
 def _aten_ops(built: SingleOpModel, target: Any) -> str | None:
     """The ATen operators of the exported program: what the torch frontends dispatch on."""
-    from opera.targets._artifacts import export_torch
+    from opera.run.targets._artifacts import export_torch
 
     program = export_torch(built)
     names = sorted(
@@ -70,7 +70,7 @@ def _tflite_ops(built: SingleOpModel, target: Any) -> str | None:
     """The TFLite builtin operators of the flatbuffer (TVM's TFLite frontend converts per op)."""
     import tflite
 
-    from opera.targets._artifacts import keras_to_tflite
+    from opera.run.targets._artifacts import keras_to_tflite
 
     model = tflite.Model.GetRootAsModel(keras_to_tflite(built), 0)
     names_by_code = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}

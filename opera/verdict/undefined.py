@@ -6,7 +6,7 @@ arbitrary (``keras.ops.empty_like``), where the input is outside the operator's 
 propagation is left open (ONNX ``Max``/``Min``) has not deviated from the semantics: such a test is
 ``undefined``, its own outcome, never ``inconsistent`` and never silently ``pass``.
 
-The rules are data (``[[undefined]]`` tables in ``opera/oracles.toml``): APIs by regex, a named
+The rules are data (``[[undefined]]`` tables in ``opera/verdict/oracles.toml``): APIs by regex, a named
 condition, and the specification text that makes the values undefined. A condition looks at the
 instance, its inputs and the reference outputs and returns, for each output, which positions are
 undefined (a boolean mask, or ``True`` for the whole output), or ``None`` when it does not hold.

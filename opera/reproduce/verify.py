@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opera.executors.local import rss_bytes
 from opera.outcomes import Outcome
 from opera.progress import progress_bar
+from opera.run.executors.local import rss_bytes
 from opera.store import BugRecord, ResultStore
 
 __all__ = [
@@ -82,7 +82,7 @@ _TAIL_LIMIT = 20_000
 
 # The wrapper: dies with the verifying process; imports the packages the script imports, then
 # creates argv[4] (the hang clock starts there: a slow TensorFlow import is not a hang); runs the
-# script as __main__; when it raises, writes the exception's bug signature (as opera.execution
+# script as __main__; when it raises, writes the exception's bug signature (as opera.run.execution
 # signs a crash) to argv[3] and re-raises: exit status and traceback are the script's own.
 _WRAPPER = r"""
 import os, re, runpy, sys
@@ -114,7 +114,7 @@ except (SystemExit, KeyboardInterrupt):
 except BaseException as exc:
     try:
         import json
-        from opera.verify_reproducers import crash_signature_of
+        from opera.reproduce.verify import crash_signature_of
         text = f"{type(exc).__name__}: {exc}".strip().splitlines()
         with open(out, "w", encoding="utf-8") as fh:
             json.dump({"signature": crash_signature_of(exc, target_name), "exception": text[0] if text else ""}, fh)
@@ -125,9 +125,9 @@ except BaseException as exc:
 
 
 def crash_signature_of(exc: BaseException, target_name: str) -> str:
-    """The bug signature the run gives this exception on ``target_name`` (``opera.execution``)."""
-    from opera.signature import target_crash_signature
-    from opera.targets import get_target
+    """The bug signature the run gives this exception on ``target_name`` (``opera.run.execution``)."""
+    from opera.run.targets import get_target
+    from opera.verdict.signature import target_crash_signature
 
     return target_crash_signature(exc, target_name, get_target(target_name))
 

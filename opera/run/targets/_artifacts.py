@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import ArtifactError
+from opera.run.targets import ArtifactError
 from opera.templates import SingleOpModel
 
 __all__ = [

@@ -8,8 +8,8 @@ one compiler frontend in three stages, so a failure can be attributed to a stage
     outputs   = target.run(compiled, built.inputs)  # execute on the inputs               ("run")
 
 A target registers itself with ``@register_target``; the runner only knows this interface. Targets
-in third-party packages register through the ``opera.targets`` entry point group. What counts as
-"unsupported" (not a bug) is a list of message patterns per target in ``opera/unsupported.toml``.
+in third-party packages register through the ``opera.run.targets`` entry point group. What counts as
+"unsupported" (not a bug) is a list of message patterns per target in ``opera/verdict/unsupported.toml``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ __all__ = [
 # Modules imported to fill the registry. Importing one must be cheap: a target imports its
 # compiler lazily (in availability/convert), never at module import time.
 TARGET_MODULES: tuple[str, ...] = (
-    "opera.targets.tvm",
-    "opera.targets.openvino",
-    "opera.targets.tensorrt",
-    "opera.targets.inductor",
-    "opera.targets.testing",
+    "opera.run.targets.tvm",
+    "opera.run.targets.openvino",
+    "opera.run.targets.tensorrt",
+    "opera.run.targets.inductor",
+    "opera.run.targets.testing",
 )
 
 

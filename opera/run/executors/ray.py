@@ -7,7 +7,7 @@ One Ray actor per CPU of the cluster (``num_cpus=1``; ``--workers`` sets the tot
 target that ``needs_gpu`` is requested, one actor per GPU (``num_gpus=1``): tests of a GPU target
 go only to GPU actors, so only to nodes that have a GPU resource. Each actor is a node-local
 supervisor that owns one persistent worker process of the local pool (``LocalExecutor(1)``),
-which imports the frameworks once and runs ``opera.execution.execute_task`` test after test.
+which imports the frameworks once and runs ``opera.run.execution.execute_task`` test after test.
 Why a supervisor and not ``execute_task`` in the actor process itself: a segfault must be told
 apart from a lost node, and the stage a test died in must be known (a death while the library
 ran the reference is ``invalid``, not a compiler bug). With the supervisor,
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from opera.errors import OperaError
-from opera.executors import (
+from opera.run.executors import (
     ExecutorFactory,
     ExecutorRequest,
     TaskOutcome,
@@ -169,7 +169,7 @@ def _probe(names: list[str]) -> dict[str, Any]:
     import ray
 
     from opera import __version__
-    from opera.targets import get_target
+    from opera.run.targets import get_target
 
     targets: dict[str, str | None] = {}
     versions: dict[str, dict[str, str]] = {}
@@ -304,7 +304,7 @@ class _NodeSupervisor:
     def __init__(self, settings: WorkerSettings, configs: dict[str, str], index: int) -> None:
         import ray
 
-        from opera.executors.local import LocalExecutor, default_max_rss_bytes
+        from opera.run.executors.local import LocalExecutor, default_max_rss_bytes
 
         # The pool spawns its worker; spawn would re-import the actor's __main__ (Ray's worker
         # script, with Ray) in every worker unless __main__ has no file to import.
@@ -523,8 +523,8 @@ class RayExecutor:
         )
 
     def _requeue_lost(self, actor: _Actor, task: TestTask, error: str) -> None:
-        from opera.execution import dead_worker_result
         from opera.outcomes import Stage
+        from opera.run.execution import dead_worker_result
 
         duration = time.monotonic() - actor.started
         node = actor.node

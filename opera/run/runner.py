@@ -32,8 +32,11 @@ from typing import Any, TextIO
 from opera import __version__
 from opera.corpus import CorpusReader
 from opera.errors import OperaError
-from opera.execution import instance_size, invalid_result
-from opera.executors import (
+from opera.model import OperatorInstance
+from opera.outcomes import Outcome, TestResult
+from opera.progress import progress_bar
+from opera.run.execution import instance_size, invalid_result
+from opera.run.executors import (
     Executor,
     ExecutorFactory,
     ExecutorRequest,
@@ -42,11 +45,8 @@ from opera.executors import (
     WorkerSettings,
     prepare_executor,
 )
-from opera.model import OperatorInstance
-from opera.outcomes import Outcome, TestResult
-from opera.progress import progress_bar
-from opera.signature import signature_digest
 from opera.store import RUN_BUDGET, RUN_COMPLETE, RUN_INTERRUPTED, ResultStore
+from opera.verdict.signature import signature_digest
 
 __all__ = [
     "RunConfig",
@@ -95,9 +95,9 @@ class RunConfig:
     oracle_config: str | None = None
     unsupported_config: str | None = None
     reproducers: bool = True
-    # after the run, re-run each of its signatures' reproducers in a fresh process (opera.verify_reproducers)
+    # after the run, re-run each of its signatures' reproducers in a fresh process (opera.reproduce.verify)
     verify_reproducers: bool = True
-    executor: str = "local"  # opera.executors.EXECUTORS
+    executor: str = "local"  # opera.run.executors.EXECUTORS
     address: str | None = None  # cluster executors: auto | HOST:PORT (None: start one here)
     # torch function instances: weights etc. as constants (a real model) or every tensor an input
     torch_tensor_args: str = "constants"
@@ -236,7 +236,7 @@ def _runnable_reason(inst: OperatorInstance) -> str | None:
 def _resolve_targets(names: list[str], check_here: bool = True) -> dict[str, Any]:
     """Targets by name; ``check_here``: each must be usable on this machine (a cluster executor
     checks them on its nodes instead)."""
-    from opera.targets import get_target
+    from opera.run.targets import get_target
 
     if not names:
         raise OperaError("no target given: use --target NAME (see `opera targets`)")
@@ -255,7 +255,7 @@ def _store_dir(store_path: str) -> Path:
 
 
 def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
-    from opera.executors.local import default_max_rss_bytes
+    from opera.run.executors.local import default_max_rss_bytes
 
     base = _store_dir(config.store)
     workers = config.effective_workers()
@@ -286,8 +286,8 @@ def _prepare_executor(
 
 def _check_configs(config: RunConfig) -> None:
     """Load both configs once in the parent so a bad file is one clear error, not N worker crashes."""
-    from opera.oracles import load_oracle_config
-    from opera.unsupported import load_unsupported
+    from opera.verdict.oracles import load_oracle_config
+    from opera.verdict.unsupported import load_unsupported
 
     load_oracle_config(config.oracle_config)
     load_unsupported(config.unsupported_config)
@@ -488,7 +488,7 @@ def _verify_reproducers(store: ResultStore, config: RunConfig, summary: RunSumma
     its failure (those not verified yet, or verified with other compiler versions); then put the
     verdicts of all the run's signatures in the summary. Never fails the run: a run interrupted
     or killed here keeps its results, ``opera bugs --verify-pending`` finishes the verification."""
-    from opera.verify_reproducers import needs_verification, summarize, verify_bugs
+    from opera.reproduce.verify import needs_verification, summarize, verify_bugs
 
     run_id = summary.run_id
     if not config.reproducers:
@@ -510,7 +510,7 @@ def _verify_reproducers(store: ResultStore, config: RunConfig, summary: RunSumma
     interrupted = False
     done = 0
     if todo and not skipped:
-        from opera.executors.local import default_max_rss_bytes
+        from opera.run.executors.local import default_max_rss_bytes
 
         done, interrupted = verify_bugs(
             store,
@@ -543,7 +543,7 @@ def _verify_reproducers(store: ResultStore, config: RunConfig, summary: RunSumma
 
 
 def _available_here(target: str) -> bool:
-    from opera.targets import get_target
+    from opera.run.targets import get_target
 
     try:
         return get_target(target).availability() is None
@@ -552,7 +552,7 @@ def _available_here(target: str) -> bool:
 
 
 def _local_executor(workers: int, settings: WorkerSettings) -> Executor:
-    from opera.executors.local import LocalExecutor
+    from opera.run.executors.local import LocalExecutor
 
     return LocalExecutor(workers, settings)
 

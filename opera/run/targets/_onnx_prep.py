@@ -69,7 +69,7 @@ def prepare_onnx(
     ``inputs[i]`` feeds ``input_names[i]`` (default: the graph inputs in order). This is Opera's
     input preparation, not the frontend: whatever fails here is a ``HarnessError``.
     """
-    from opera.targets import harness_step
+    from opera.run.targets import harness_step
 
     with harness_step("prepare the ONNX model's inputs"):
         return _prepare_onnx(model, inputs, input_names)

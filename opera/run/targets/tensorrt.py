@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from opera.targets import Target, register_target
-from opera.targets._artifacts import torch_to_onnx
-from opera.targets._onnx_prep import PreparedOnnx, prepare_onnx
+from opera.run.targets import Target, register_target
+from opera.run.targets._artifacts import torch_to_onnx
+from opera.run.targets._onnx_prep import PreparedOnnx, prepare_onnx
 from opera.templates import SingleOpModel
 
 __all__ = ["TensorRTError", "TrtOnnxTarget", "TrtTorchTarget", "WORKSPACE_BYTES"]

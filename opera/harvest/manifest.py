@@ -13,8 +13,8 @@ from typing import Any
 
 from opera import __version__
 from opera.corpus import CorpusReader
-from opera.corpus_stats import CorpusStats
 from opera.errors import CorpusError
+from opera.harvest.stats import CorpusStats
 from opera.model import SCHEMA_VERSION
 
 __all__ = ["build_manifest", "write_manifest"]

@@ -3,7 +3,7 @@
 The oracle's verdicts (issue 11): ``pass`` / ``inconsistent`` where values are defined and the
 library's references agree; ``nondeterministic`` (the reference disagrees with itself: shapes and
 dtypes still compared, crashes still count), ``undefined`` (the outputs differ only where the
-operator's specification leaves them undefined, ``opera/undefined.py``), ``unstable-reference``
+operator's specification leaves them undefined, ``opera/verdict/undefined.py``), ``unstable-reference``
 (a second reference of the library disagrees with the first), ``harness-error`` (Opera's own code
 failed: input preparation, output decoding, comparison).
 
@@ -25,18 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from opera.executors import TaskOutcome, TestTask, WorkerSettings
 from opera.model import OperatorInstance
-from opera.oracles import Comparison, OracleConfig, compare_outputs, load_oracle_config
 from opera.outcomes import Outcome, Stage, TestResult
-from opera.signature import (
+from opera.run.executors import TaskOutcome, TestTask, WorkerSettings
+from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs, load_oracle_config
+from opera.verdict.signature import (
     harness_signature,
     inconsistency_signature,
     native_signature,
     target_crash_signature,
 )
-from opera.undefined import find_undefined, mask_undefined
-from opera.unsupported import UnsupportedPatterns, exception_text, load_unsupported
+from opera.verdict.undefined import find_undefined, mask_undefined
+from opera.verdict.unsupported import UnsupportedPatterns, exception_text, load_unsupported
 
 __all__ = ["WorkerState", "dead_worker_result", "execute_task", "instance_size", "invalid_result"]
 
@@ -96,7 +96,7 @@ class WorkerState:
 
     def target(self, name: str) -> Any:
         if name not in self.targets:
-            from opera.targets import get_target
+            from opera.run.targets import get_target
 
             self.targets[name] = get_target(name)
         return self.targets[name]
@@ -156,7 +156,7 @@ class _Context:
 def _execute_test(
     task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]
 ) -> tuple[TestResult, _Context | None]:
-    from opera.targets import ArtifactError, HarnessError
+    from opera.run.targets import ArtifactError, HarnessError
     from opera.templates import get_template
 
     state.load_configs()
@@ -265,8 +265,8 @@ def _judge(
 ) -> TestResult:
     """The verdict on outputs the compiler produced: pass, inconsistent, or one of the outcomes that
     say the values could not be judged (nondeterministic, undefined, unstable-reference)."""
-    from opera.converters import converter_name
     from opera.templates import get_template
+    from opera.verdict.converters import converter_name
 
     assert state.oracle is not None
     inst = task.instance
@@ -395,7 +395,7 @@ def _write_reproducer(
     task: TestTask, state: WorkerState, result: TestResult, context: _Context
 ) -> str | None:
     """Write the script to a temporary name; the runner keeps it only if it is the smallest."""
-    from opera.reproducers import write_reproducer
+    from opera.reproduce.write import write_reproducer
 
     assert state.settings.reproducer_dir is not None
     try:
