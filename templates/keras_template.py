@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from opera.model import InstanceKind, OperatorInstance
+from opera.outputs import flatten_outputs
 from opera.templates import SingleOpModel, Template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
@@ -217,7 +218,7 @@ class KerasTemplate(Template):
             graph = keras.backend.backend() == "tensorflow"
             built.details["reference"] = f"keras {'tf.function' if graph else 'eager'} (training=False)"
         outputs = inference(*[keras.ops.convert_to_tensor(x) for x in built.inputs])
-        return [_to_numpy(o) for o in _flatten(outputs)]
+        return flatten_outputs(outputs, to_numpy=_to_numpy)
 
 
 def _inference_function(model: Any) -> Any:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from opera.model import OperatorInstance
+from opera.outputs import flatten_outputs
 from opera.templates import SingleOpModel, Template
 from opera.values import DTYPES, ObjectSpec, TensorSpec, ValueEncodingError, dtype_name
 
@@ -441,7 +442,7 @@ class OnnxTemplate(Template):
             )
             outputs = ReferenceEvaluator(built.model).run(None, feeds)
             built.details["reference"] = "onnx.reference"
-        return _flatten(outputs)
+        return flatten_outputs(outputs)
 
 
     def second_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
@@ -456,7 +457,7 @@ class OnnxTemplate(Template):
             outputs = ReferenceEvaluator(built.model).run(None, feeds)
         except Exception:  # the evaluator lacks the op or the type: no second opinion
             return None
-        return "onnx.reference", _flatten(outputs)
+        return "onnx.reference", flatten_outputs(outputs)
 
 
 def _copy(value: Any) -> Any:
@@ -476,15 +477,3 @@ def _fill_output_types(model: Any) -> None:
         found = known.get(out.name)
         if found is not None and found.type.WhichOneof("value") is not None:
             out.type.CopyFrom(found.type)
-
-
-def _flatten(outputs: Any) -> list[np.ndarray]:
-    flat: list[np.ndarray] = []
-    for out in outputs:
-        if isinstance(out, (list, tuple)):
-            flat.extend(_flatten(out))
-        elif out is None:
-            continue
-        else:
-            flat.append(np.asarray(out))
-    return flat

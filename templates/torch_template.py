@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from opera.model import InstanceKind, OperatorInstance
+from opera.outputs import flatten_outputs as _flatten_outputs
 from opera.templates import SingleOpModel, Template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
@@ -412,27 +413,15 @@ def torch_inputs(built: SingleOpModel) -> tuple[torch.Tensor, ...]:
     return tuple(numpy_to_torch(np.asarray(x)) for x in built.inputs)
 
 
+def _comparable(value: Any) -> np.ndarray:
+    """One output leaf of a torch call as numpy; anything else cannot be compared."""
+    if isinstance(value, torch.Tensor):
+        return torch_to_numpy(value)
+    if isinstance(value, (bool, int, float, complex, np.generic, np.ndarray)):
+        return np.asarray(value)
+    raise TypeError(f"cannot compare an output of type {type(value).__qualname__}")
+
+
 def flatten_outputs(result: Any) -> list[np.ndarray]:
     """Tensor / tuple / list / ``torch.return_types`` / dict / scalar -> list of numpy arrays."""
-    out: list[np.ndarray] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            out.append(torch_to_numpy(value))
-        elif isinstance(value, (tuple, list)):
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (bool, int, float, complex, np.generic)):
-            out.append(np.asarray(value))
-        elif isinstance(value, np.ndarray):
-            out.append(value)
-        elif value is None:
-            return
-        else:
-            raise TypeError(f"cannot compare an output of type {type(value).__qualname__}")
-
-    walk(result)
-    return out
+    return _flatten_outputs(result, to_numpy=_comparable)

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 ov = pytest.importorskip("openvino")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
-from opera.run.targets.openvino import _from_ov_tensor  # noqa: E402
+from opera.run.targets._ov_io import from_ov_tensor as _from_ov_tensor  # noqa: E402
 
 
 def _cast_through_openvino(values: np.ndarray, to: int, tmp_path) -> np.ndarray:

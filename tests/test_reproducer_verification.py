@@ -529,10 +529,10 @@ def test_keras_model_that_cannot_be_loaded_back_is_rebuilt(tmp_path) -> None:
         "keras",
         "keras/src/ops/core_test.py::CoreOpsStaticShapeTest::test_associative_scan_dynamic_scan_body_static_even_length",
     )
-    # OpenVINO's "cannot be folded to Constant" is a coverage gap in opera/verdict/unsupported.toml; with no
-    # unsupported patterns at all the same conversion failure is a crash that gets a reproducer
+    # OpenVINO's "cannot be folded to Constant" is a coverage gap (ov-keras's unsupported_patterns);
+    # with no unsupported patterns at all the same conversion failure is a crash that gets a reproducer
     no_gaps = tmp_path / "no-gaps.toml"
-    no_gaps.write_text("[common]\npatterns = []\n")
+    no_gaps.write_text("target_patterns = false\n[common]\npatterns = []\n")
     state = WorkerState(WorkerSettings(reproducer_dir=str(tmp_path), unsupported_config=str(no_gaps)))
     outcome = execute_task(TestTask(0, inst, target.name), state, lambda stage: None)
     result = outcome.result

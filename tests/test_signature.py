@@ -99,7 +99,7 @@ def test_converter_names_of_real_frontends() -> None:
 
     from opera.run.targets import get_target
     from opera.templates import get_template
-    from opera.verdict.converters import converter_name
+    from opera.verdict.signature import converter_of as converter_name
 
     relu = get_template("onnx").build(relus(1)[0])
     assert converter_name(get_target("tvm-onnx"), relu) == "Relu._impl_v13"  # opset 17 -> the v13 converter

@@ -198,7 +198,7 @@ def test_an_unused_input_that_openvino_dropped_is_not_fed(state: WorkerState) ->
 
 
 def test_match_parameters_by_name() -> None:
-    from opera.run.targets.openvino import _match_parameters
+    from opera.run.targets._ov_io import match_parameters as _match_parameters
 
     sources = ["a", "b", "c"]
     assert _match_parameters([{"c"}, {"a"}, {"b"}], sources) == ([2, 0, 1], None)  # reordered
@@ -214,7 +214,7 @@ def test_match_parameters_by_name() -> None:
 
 
 def test_declared_outputs() -> None:
-    from opera.run.targets.openvino import _declared_outputs
+    from opera.run.targets._ov_io import declared_outputs as _declared_outputs
 
     # Identity names in output order; a dangling internal tensor and an Identity past the count
     assert _declared_outputs([{"Identity:0", "m/Relu:0"}, {"m/Cast_1:0"}, {"Identity_1:0"}], ["kt"]) == (

@@ -30,6 +30,7 @@ from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask, WorkerSettings
 from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs, load_oracle_config
 from opera.verdict.signature import (
+    converter_of,
     harness_signature,
     inconsistency_signature,
     native_signature,
@@ -266,7 +267,6 @@ def _judge(
     """The verdict on outputs the compiler produced: pass, inconsistent, or one of the outcomes that
     say the values could not be judged (nondeterministic, undefined, unstable-reference)."""
     from opera.templates import get_template
-    from opera.verdict.converters import converter_name
 
     assert state.oracle is not None
     inst = task.instance
@@ -287,7 +287,7 @@ def _judge(
         return finish(
             Outcome.INCONSISTENT,
             Stage.COMPARE,
-            signature=inconsistency_signature(task.target, inst.api, converter_name(target, built)),
+            signature=inconsistency_signature(task.target, inst.api, converter_of(target, built)),
             distance=verdict.distance,
             message=(verdict.reason + note)[:_MESSAGE_LIMIT],
         )

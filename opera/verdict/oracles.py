@@ -115,6 +115,29 @@ def _check_table(where: str, table: Any, allow_dtype: bool = False) -> dict[str,
     return table
 
 
+def _merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, per dtype inside ``dtype``."""
+    merged = {**base, **{k: v for k, v in over.items() if k != "dtype"}}
+    dtypes = {k: dict(v) for k, v in base.get("dtype", {}).items()}
+    for dtype, table in over.get("dtype", {}).items():
+        dtypes[dtype] = {**dtypes.get(dtype, {}), **table}
+    if dtypes:
+        merged["dtype"] = dtypes
+    return merged
+
+
+def _declared_tolerances() -> dict[str, dict[str, Any]]:
+    """Each registered target's own ``tolerances`` (declared on its class), checked as a TOML table."""
+    from opera.run.targets import target_classes
+
+    out: dict[str, dict[str, Any]] = {}
+    for cls in target_classes():
+        if cls.tolerances:
+            table = {k: (dict(v) if isinstance(v, dict) else v) for k, v in cls.tolerances.items()}
+            out[cls.name] = _check_table(f"target {cls.name} (its tolerances)", table, allow_dtype=True)
+    return out
+
+
 def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
     config_path = Path(path) if path is not None else DEFAULT_CONFIG_PATH
     try:
@@ -128,9 +151,9 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
         raise OperaError(f"oracle config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
     default = _check_table("default", data.get("default", {}))
     by_dtype = {k: _check_table(f"dtype.{k}", v) for k, v in data.get("dtype", {}).items()}
-    by_target = {
-        k: _check_table(f"target.{k}", v, allow_dtype=True) for k, v in data.get("target", {}).items()
-    }
+    by_target = _declared_tolerances()
+    for name, table in data.get("target", {}).items():
+        by_target[name] = _merge_tables(by_target.get(name, {}), _check_table(f"target.{name}", table, allow_dtype=True))
     random_table = data.get("random", {})
     if not isinstance(random_table, dict) or set(random_table) - {"apis"}:
         raise OperaError(f"oracle config {config_path}: [random] holds only `apis = [...]`")

@@ -8,7 +8,9 @@ the compiler package is used, and failing that the exception type plus its messa
 addresses and quoted names normalized away.
 
 Inconsistencies are signed by target + the operator's converter when the target can name it
-(a ``converter_name(built)`` method), else target + API. Native crashes and timeouts carry no
+(``Target.converter_name``), else target + API: the paper counts one bug per conversion function,
+so two APIs that reach the same converter (``torch.add`` and ``torch.Tensor.add`` both become
+``aten.add.Tensor``) are one bug, and one ONNX op whose opset selects another ``_impl_vN`` another. Native crashes and timeouts carry no
 traceback: target + API + signal (or ``timeout``).
 """
 
@@ -18,9 +20,10 @@ import hashlib
 import re
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
-    "NATIVE_FRONTEND_COMPILERS",
+    "converter_of",
     "crash_signature",
     "harness_signature",
     "target_crash_signature",
@@ -64,11 +67,10 @@ def normalize_message(message: str, limit: int = 120) -> str:
     return _SPACES.sub(" ", text)[:limit]
 
 
-# Compilers whose frontends are C++ behind a thin Python wrapper: every conversion failure passes
-# through the same Python frame (OpenVINO's ``frontend.py:convert``), while the message names the
-# C++ translator that failed ("... failed at src/frontends/onnx/frontend/src/op/mod.cpp:27").
-NATIVE_FRONTEND_COMPILERS: frozenset[str] = frozenset({"openvino", "tensorrt"})
-
+# A native frontend (``Target.native_frontend``: C++ behind a thin Python wrapper, OpenVINO and
+# TensorRT): every conversion failure passes through the same Python frame (OpenVINO's
+# ``frontend.py:convert``), while the message names the C++ translator that failed
+# ("... failed at src/frontends/onnx/frontend/src/op/mod.cpp:27").
 _NATIVE_LOCATION = re.compile(r"((?:[\w.-]+/)*src/[\w/.+-]+\.(?:cpp|cc|cxx|hpp|h))(?::\d+)?")
 # Generic reporting/dispatch code that every failure passes through: not a location.
 _GENERIC_NATIVE = ("unconverted_ops_report", "frontend_manager", "/core/src/except")
@@ -91,7 +93,7 @@ def crash_signature(
 ) -> str:
     """``crash:<target>:<file>:<function>:<ExceptionType>``, or the fallbacks described above.
 
-    ``native_frontend``: the frontend is C++ (see ``NATIVE_FRONTEND_COMPILERS``); a C++ source
+    ``native_frontend``: the frontend is C++ (``Target.native_frontend``); a C++ source
     file named in the message beats the Python wrapper frame.
     """
     frames = traceback.extract_tb(exc.__traceback__)
@@ -163,6 +165,14 @@ def target_crash_signature(exc: BaseException, target_name: str, target: object)
     frontend_paths = tuple(getattr(target, "frontend_paths", ()))
     compiler = str(getattr(target, "compiler", ""))
     packages = tuple(sorted({p.strip("/").split("/")[0] for p in frontend_paths} | {compiler}))
-    return crash_signature(
-        exc, target_name, frontend_paths, packages, native_frontend=compiler in NATIVE_FRONTEND_COMPILERS
-    )
+    native = bool(getattr(target, "native_frontend", False))
+    return crash_signature(exc, target_name, frontend_paths, packages, native_frontend=native)
+
+
+def converter_of(target: Any, built: Any) -> str | None:
+    """The converter ``built`` goes through on ``target`` (``Target.converter_name``), or None when
+    it cannot be told: naming is best effort, and the API is a fine fallback."""
+    try:
+        return target.converter_name(built)
+    except Exception:
+        return None

@@ -1,10 +1,14 @@
 """Which exceptions mean "the frontend does not support this" (DESIGN.md section 7).
 
 An unsupported operator or feature is recorded as ``unsupported``, not as a bug. What counts is
-configuration, not code: regular expressions per target in ``opera/verdict/unsupported.toml``, searched
-in ``"<module>.<ExceptionType>: <message>"`` of the exception and of every exception in its
-``__cause__``/``__context__`` chain. Sections: ``[common]`` (every target), ``[compiler.<name>]``
-(every target of one compiler, e.g. ``tvm``) and ``[target."<name>"]``.
+data, not code: regular expressions searched in ``"<module>.<ExceptionType>: <message>"`` of the
+exception and of every exception in its ``__cause__``/``__context__`` chain. Each target declares
+its own (``Target.unsupported_patterns``, in its module, collected along its class hierarchy); a
+TOML file adds to them: ``[common]`` (every target), ``[compiler.<name>]`` (every target of one
+compiler) and ``[target."<name>"]``. The default file, ``unsupported.toml`` beside this module,
+holds the common ones; ``opera run --unsupported-config FILE`` uses FILE instead of it, and
+``target_patterns = false`` at the top of a file leaves the targets' own patterns out (every
+failure is then judged as a crash or an inconsistency).
 """
 
 from __future__ import annotations
@@ -69,6 +73,17 @@ def _compile_list(where: str, table: object) -> tuple[re.Pattern[str], ...]:
     return tuple(compiled)
 
 
+def _declared_patterns() -> dict[str, tuple[re.Pattern[str], ...]]:
+    """Each registered target's own patterns (``Target.declared_unsupported_patterns``)."""
+    from opera.run.targets import target_classes
+
+    return {
+        cls.name: _compile_list(f"target {cls.name} (its unsupported_patterns)", {"patterns": list(patterns)})
+        for cls in target_classes()
+        if (patterns := cls.declared_unsupported_patterns())
+    }
+
+
 def load_unsupported(path: str | Path | None = None) -> UnsupportedPatterns:
     config_path = Path(path) if path is not None else DEFAULT_UNSUPPORTED_PATH
     try:
@@ -77,11 +92,17 @@ def load_unsupported(path: str | Path | None = None) -> UnsupportedPatterns:
         raise OperaError(f"unsupported config not found: {config_path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise OperaError(f"unsupported config {config_path}: {exc}") from None
-    unknown = set(data) - {"common", "compiler", "target"}
+    unknown = set(data) - {"common", "compiler", "target", "target_patterns"}
     if unknown:
         raise OperaError(f"unsupported config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
+    use_declared = data.get("target_patterns", True)
+    if not isinstance(use_declared, bool):
+        raise OperaError(f"unsupported config {config_path}: target_patterns must be true or false")
+    by_target = _declared_patterns() if use_declared else {}
+    for name, table in data.get("target", {}).items():
+        by_target[name] = by_target.get(name, ()) + _compile_list(f"target.{name}", table)
     return UnsupportedPatterns(
-        by_target={k: _compile_list(f"target.{k}", v) for k, v in data.get("target", {}).items()},
+        by_target=by_target,
         by_compiler={k: _compile_list(f"compiler.{k}", v) for k, v in data.get("compiler", {}).items()},
         common=_compile_list("common", data.get("common", {})),
     )

@@ -7,23 +7,30 @@ one compiler frontend in three stages, so a failure can be attributed to a stage
     compiled  = target.compile(converted) # compiler build                                ("compile")
     outputs   = target.run(compiled, built.inputs)  # execute on the inputs               ("run")
 
-A target registers itself with ``@register_target``; the runner only knows this interface. Targets
-in third-party packages register through the ``opera.run.targets`` entry point group. What counts as
-"unsupported" (not a bug) is a list of message patterns per target in ``opera/verdict/unsupported.toml``.
+A target is one module: it registers itself with ``@register_target`` and declares everything
+else Opera needs to know about it on its class (``Target`` lists the hooks: its unsupported
+patterns, tolerances, converter naming, crash attribution, reproducer steps). The runner, the
+verdict and the reproducers only know this interface. A target in a third-party package registers
+through the ``opera.targets`` entry point group (its value: the module to import).
 """
 
 from __future__ import annotations
 
+import abc
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import entry_points
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from opera.errors import OperaError
 from opera.templates import SingleOpModel
+
+if TYPE_CHECKING:
+    from opera.reproduce.steps import ReproducerSteps
 
 __all__ = [
     "TARGET_MODULES",
@@ -34,6 +41,7 @@ __all__ = [
     "get_target",
     "harness_step",
     "register_target",
+    "target_classes",
 ]
 
 # Modules imported to fill the registry. Importing one must be cheap: a target imports its
@@ -78,43 +86,100 @@ def harness_step(what: str) -> Iterator[None]:
         raise HarnessError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
-class Target:
+class Target(abc.ABC):
+    """A compiler frontend under test. Everything Opera knows about a target lives in its module:
+    the three stages, and the declared hooks below (each with a default that means "nothing to say").
+
+    Required: ``name``, ``library``, ``compiler``, ``convert`` and ``run`` (``compile`` defaults to
+    nothing). Declared, optional:
+
+    - ``requires``: modules ``availability`` imports and ``versions`` reports (top-level ones);
+    - ``frontend_paths`` / ``native_frontend``: where a crash is attributed (docs/design.md, Signatures);
+    - ``unsupported_patterns``: the target's own words for "not implemented" (a coverage gap, never
+      a bug), collected along the class hierarchy, so a compiler's base class holds those common to
+      its targets;
+    - ``tolerances``: oracle threshold overrides, shaped like a ``[target."<name>"]`` table of
+      ``oracles.toml`` (which can still override them);
+    - ``converter_name(built)``: the frontend converter an instance goes through (inconsistency
+      signatures are one per converter);
+    - ``reproducer_steps(built)``: the artifact, inputs and code a standalone reproducer runs
+      (``opera.reproduce.steps`` has the building blocks); None: no reproducer.
+    """
+
     name: str = ""  # e.g. "tvm-onnx"
     library: str = ""  # source library of the instances it consumes: torch / keras / onnx
     compiler: str = ""  # tvm / openvino / tensorrt / inductor
     needs_gpu: bool = False
+    requires: tuple[str, ...] = ()
     # Package path fragments of the compiler's frontend code, e.g. ("tvm/relax/frontend/onnx",): the
-    # crash signature is the innermost traceback frame inside one of them (DESIGN.md section 7).
+    # crash signature is the innermost traceback frame inside one of them.
     frontend_paths: tuple[str, ...] = ()
+    # The frontend is C++ (OpenVINO, TensorRT): a crash's location is the C++ source file named in
+    # the message, not a Python frame.
+    native_frontend: bool = False
     # Stages whose Python code is the frontend, for the coverage baselines: torch.compile is lazy,
     # so Inductor's frontend work (Dynamo tracing, lowering) happens in ``compile``.
     coverage_stages: tuple[str, ...] = ("convert",)
+    unsupported_patterns: tuple[str, ...] = ()
+    tolerances: Mapping[str, Any] = MappingProxyType({})
     test_only: bool = False  # fault-injecting / deliberately wrong targets used by Opera's own tests
 
     def availability(self) -> str | None:
         """None when usable here, else the reason it is not (missing package, no GPU, ...)."""
+        for module in self.requires:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # ImportError, or a broken native library
+                return f"{module} is not importable: {type(exc).__name__}: {exc}"
         return None
 
     def versions(self) -> dict[str, str]:
-        return {}
+        """Version of each top-level module in ``requires`` (stored with every run)."""
+        return {
+            module: str(getattr(importlib.import_module(module), "__version__", "?"))
+            for module in self.requires
+            if "." not in module
+        }
 
+    @abc.abstractmethod
     def convert(self, built: SingleOpModel) -> Any:
-        raise NotImplementedError
+        """The frontend: the library model -> the compiler's IR."""
 
     def compile(self, converted: Any) -> Any:
         return converted
 
+    @abc.abstractmethod
     def run(self, compiled: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        raise NotImplementedError
+        """Execute on ``inputs``; the outputs flat, in the source model's order."""
+
+    def converter_name(self, built: SingleOpModel) -> str | None:
+        """The frontend converter ``built`` goes through; None: cannot tell (the API is used)."""
+        return None
+
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps | None:
+        """(artifact bytes, inputs, code) for a standalone reproducer; None: this target has none."""
+        return None
+
+    @classmethod
+    def declared_unsupported_patterns(cls) -> tuple[str, ...]:
+        """``unsupported_patterns`` of this class and every base class, base first."""
+        seen: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for pattern in vars(klass).get("unsupported_patterns", ()):
+                if pattern not in seen:
+                    seen.append(pattern)
+        return tuple(seen)
 
 
-_REGISTRY: dict[str, Callable[[], Target]] = {}
+_REGISTRY: dict[str, type[Target]] = {}
 _loaded = False
 
 
 def register_target(cls: type[Target]) -> type[Target]:
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    if not cls.library or not cls.compiler:
+        raise ValueError(f"target {cls.name}: library and compiler must be declared")
     _REGISTRY[cls.name] = cls
     return cls
 
@@ -128,6 +193,12 @@ def _load_all() -> None:
     for ep in entry_points(group="opera.targets"):
         ep.load()
     _loaded = True
+
+
+def target_classes(include_test_only: bool = True) -> list[type[Target]]:
+    """The registered target classes by name, without instantiating them."""
+    _load_all()
+    return [cls for _, cls in sorted(_REGISTRY.items()) if include_test_only or not cls.test_only]
 
 
 def all_targets(include_test_only: bool = False) -> list[Target]:

@@ -10,7 +10,6 @@ blaming the compiler. The templates may offer the same conversions (``torch_inpu
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -19,8 +18,9 @@ from opera.run.targets import ArtifactError
 from opera.templates import SingleOpModel
 
 __all__ = [
+    "aten_ops",
+    "onnx_op",
     "export_torch",
-    "flatten_outputs",
     "keras_to_tflite",
     "onnx_model",
     "torch_inputs",
@@ -96,35 +96,33 @@ def keras_to_tflite(built: SingleOpModel) -> bytes:
         raise ArtifactError(f"TFLite conversion failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
 
-def flatten_outputs(value: Any, to_numpy: Any = np.asarray) -> list[np.ndarray]:
-    """Nested tuples/lists/dicts of tensors -> a flat list of numpy arrays, in order."""
-    out: list[np.ndarray] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, dict):
-            for k in v:
-                walk(v[k])
-        elif _is_tvm_shape(v):  # a shape value (ONNX Shape's output): one int64 tensor, not N scalars
-            out.append(np.asarray(list(v), dtype=np.int64))
-        elif isinstance(v, (list, tuple)) or (_is_iterable_container(v)):
-            for item in v:
-                walk(item)
-        else:
-            out.append(np.asarray(to_numpy(v)))
-
-    walk(value)
-    return out
+def onnx_op(built: SingleOpModel) -> tuple[str, str, int | None]:
+    """(op type, domain, opset of that domain) of a single-op ONNX model."""
+    node = built.model.graph.node[0]
+    domain = node.domain or ""
+    opset = next(
+        (
+            int(e.version)
+            for e in built.model.opset_import
+            if (e.domain or "") in (domain, domain if domain else "ai.onnx")
+        ),
+        None,
+    )
+    return node.op_type, domain, opset
 
 
-def _is_tvm_shape(v: Any) -> bool:
-    # tvm_ffi.Shape subclasses tuple, so it must be caught before the tuple case
-    return type(v).__name__ == "Shape" and type(v).__module__.startswith("tvm")
-
-
-def _is_iterable_container(v: Any) -> bool:
-    # tvm.ffi.Array / tvm.runtime containers: iterable, not a tensor
-    name = type(v).__name__
-    return name in ("Array", "ADT", "Tuple") and isinstance(v, Iterable)
+def aten_ops(built: SingleOpModel) -> str | None:
+    """The ATen operators of the exported program (what the torch frontends dispatch on), as a
+    converter name: ``torch.add`` and ``torch.Tensor.add`` both become ``aten.add.Tensor``."""
+    program = export_torch(built)
+    names = sorted(
+        {
+            str(node.target)
+            for node in program.graph.nodes
+            if node.op == "call_function" and "getitem" not in str(node.target)
+        }
+    )
+    return "+".join(names) if names else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,8 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from opera.outputs import flatten_outputs
+from opera.reproduce.steps import EAGER_LOAD, TORCH_LOAD, ReproducerSteps, eager_call, exported_program
 from opera.run.targets import Target, register_target
-from opera.run.targets._artifacts import flatten_outputs, torch_inputs
+from opera.run.targets._artifacts import aten_ops, torch_inputs
+from opera.run.targets._inductor_io import inductor_to_numpy
 from opera.templates import SingleOpModel
 
 __all__ = ["InductorCudaTarget", "InductorTarget"]
@@ -36,13 +39,19 @@ class InductorTarget(Target):
     compiler = "inductor"
     frontend_paths = ("torch/_dynamo", "torch/_inductor", "torch/_functorch", "torch/_subclasses")
     coverage_stages = ("convert", "compile")
+    requires = ("torch",)
     device = "cpu"
+    unsupported_patterns: tuple[str, ...] = (
+        # fullgraph=True: Dynamo refuses a graph break instead of silently running eager
+        r"^torch\._dynamo\.exc\.Unsupported:",
+    )
 
     def availability(self) -> str | None:
-        try:
-            import torch
-        except Exception as exc:
-            return f"torch is not importable: {type(exc).__name__}: {exc}"
+        reason = super().availability()
+        if reason is not None:
+            return reason
+        import torch
+
         if self.device == "cuda" and not torch.cuda.is_available():
             return "no CUDA device"
         import shutil
@@ -54,7 +63,7 @@ class InductorTarget(Target):
     def versions(self) -> dict[str, str]:
         import torch
 
-        out = {"torch": str(torch.__version__)}
+        out = super().versions()
         try:
             import triton
 
@@ -64,6 +73,37 @@ class InductorTarget(Target):
         if self.device == "cuda":
             out["cuda"] = str(torch.version.cuda)
         return out
+
+    def converter_name(self, built: SingleOpModel) -> str | None:
+        return aten_ops(built)
+
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
+        """The same eager call the target compiles (``torch.compile`` of the operator call, not of an
+        exported program: ``program.module()`` fails differently, e.g. "Attempt to trace generator"
+        for ``torch.unique``); the export path only when the call cannot be pickled without Opera."""
+        from opera import outputs
+        from opera.reproduce.steps import embed
+        from opera.run.targets import _inductor_io
+
+        device = self.device
+        eager = eager_call(built)
+        run = (
+            embed(outputs, _inductor_io)
+            + f"args = tuple(_to_torch(x).to({device!r}) for x in INPUTS)\n"
+            "torch._dynamo.reset()\n"
+            "compiled = torch.compile(model, backend='inductor', fullgraph=True, dynamic=False)\n"
+            "with torch.no_grad():\n"
+            "    compiled(*[a.clone() for a in args])  # the first call traces and generates code\n"
+            "    result = compiled(*args)\n"
+            "outputs = flatten_outputs(result, to_numpy=inductor_to_numpy)\n"
+        )
+        if eager is None:
+            return exported_program(built), list(built.inputs), TORCH_LOAD + "model = program.module()\n" + run
+        load = TORCH_LOAD.replace("program = torch.export.load(io.BytesIO(ARTIFACT))", EAGER_LOAD)
+        if device != "cpu":
+            run = "model = model.to(" + repr(device) + ")\n" + run
+        return eager, list(built.inputs), load + run
+
 
     def convert(self, built: SingleOpModel) -> CompiledCall:
         import torch
@@ -91,7 +131,7 @@ class InductorTarget(Target):
         )
         with torch.no_grad():
             result = compiled.fn(*args)
-        return flatten_outputs(result, to_numpy=_to_numpy)
+        return flatten_outputs(result, to_numpy=inductor_to_numpy)
 
 
 def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -99,19 +139,6 @@ def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
     import torch
 
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu()
-        if value.dtype == torch.bfloat16:
-            import ml_dtypes
-
-            return value.contiguous().view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
-        return value.resolve_conj().resolve_neg().numpy()
-    return np.asarray(value)
 
 
 register_target(InductorTarget)

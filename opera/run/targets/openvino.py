@@ -16,13 +16,30 @@ import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from opera.reproduce.steps import (
+    TORCH_LOAD,
+    ReproducerSteps,
+    exported_program,
+    keras_artifact,
+    keras_input_names,
+    prepared_onnx,
+)
 from opera.run.targets import ArtifactError, Target, harness_step, register_target
-from opera.run.targets._artifacts import export_torch
+from opera.run.targets._artifacts import aten_ops, export_torch
 from opera.run.targets._onnx_prep import prepare_onnx
+from opera.run.targets._ov_io import (
+    InterfaceError,
+    as_port_type,
+    declared_outputs,
+    from_ov_tensor,
+    match_parameters,
+    to_ov_tensor,
+)
 from opera.templates import SingleOpModel
 
 __all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "InterfaceError"]
@@ -41,11 +58,6 @@ def _ov_core() -> Any:
     return _core
 
 
-class InterfaceError(RuntimeError):
-    """The converted model lost part of the source model's interface: a graph input has no
-    parameter of its name, or a declared output has no result. A frontend finding (a crash)."""
-
-
 @dataclass
 class OvModel:
     model: Any  # openvino.Model, or a CompiledModel after compile
@@ -58,24 +70,16 @@ class OvModel:
 
 class _OvTarget(Target):
     compiler = "openvino"
-    _library_module = ""
-
-    def availability(self) -> str | None:
-        try:
-            import openvino  # noqa: F401
-        except Exception as exc:
-            return f"openvino is not importable: {type(exc).__name__}: {exc}"
-        try:
-            __import__(self._library_module)
-        except Exception as exc:
-            return f"{self._library_module} is not importable: {type(exc).__name__}: {exc}"
-        return None
-
-    def versions(self) -> dict[str, str]:
-        import openvino as ov
-
-        lib = __import__(self._library_module)
-        return {"openvino": ov.__version__, self._library_module: str(getattr(lib, "__version__", "?"))}
+    native_frontend = True
+    unsupported_patterns: tuple[str, ...] = (
+        # OpConversionFailure: "... Model wasn't fully converted.\nSummary:\n-- No conversion rule found for operations: TfIdfVectorizer-9"
+        r"No conversion rule found for operations",
+        # a tensor element type the frontend cannot load (float4/float8 variants, ...):
+        # "Check 'false' failed at src/frontends/common/src/frontend.cpp:47:\nLoading input model\nUnsupported type"
+        r"Loading input model\s+Unsupported type",
+        # the Python bindings cannot feed/fetch a numpy dtype: "Unsupported data type: float8_e5m2"
+        r"pyopenvino/core/common\.cpp:\d+:\s+Unsupported data type: ",
+    )
 
     def compile(self, converted: OvModel) -> OvModel:
         compiled = _ov_core().compile_model(converted.model, "CPU", COMPILE_CONFIG)
@@ -90,90 +94,57 @@ class _OvTarget(Target):
         request = compiled.model.create_infer_request()
         ports = list(compiled.model.inputs)
         if len(ports) == len(feed):
-            feed = [_as_port_type(x, port) for x, port in zip(feed, ports, strict=True)]
-        request.infer([_to_ov_tensor(x) for x in feed])
+            feed = [as_port_type(x, port) for x, port in zip(feed, ports, strict=True)]
+        request.infer([to_ov_tensor(x) for x in feed])
         kept = compiled.output_indices
         wanted = kept if kept is not None else list(range(len(compiled.model.outputs)))
         tensors = [request.get_output_tensor(i) for i in wanted]
         with harness_step("decode OpenVINO's output tensors"):
-            return [_from_ov_tensor(t) for t in tensors]
+            return [from_ov_tensor(t) for t in tensors]
 
 
-def _as_port_type(x: Any, port: Any) -> Any:
-    """Cast a bfloat16/float16 input to f32 when the compiled model's parameter is f32.
+def _reproducer_run(names: str = "None", keras_outputs: bool = False) -> str:
+    """Script code from ``model`` (an ``ov.Model``) to ``outputs``: compile, feed by parameter name
+    (``names``: a Python expression for the source inputs' names; "None": by position), read the
+    declared Keras outputs only (``keras_outputs``; the script's ``keras_model``), decode, all as the
+    target does, with ``_ov_io`` embedded verbatim."""
+    from opera.reproduce.steps import embed
+    from opera.run.targets import _ov_io
 
-    With f32 inference precision the CPU plugin compiles a TensorFlow model's bf16 parameters as
-    f32 and refuses a bf16 tensor ("Failed to set tensor ... precision: bf16"), which a user feeding
-    the same values in f32 never sees: a false crash, not a frontend bug.
-    """
-    import openvino as ov
-
-    arr = np.asarray(x)
-    if arr.dtype.name in ("bfloat16", "float16") and port.get_element_type() == ov.Type.f32:
-        return arr.astype(np.float32)
-    return x
-
-
-def _to_ov_tensor(x: np.ndarray) -> Any:
-    """numpy -> ov.Tensor. OpenVINO's numpy bridge does not know ml_dtypes' bfloat16 (it reads
-    the array as float16 values and converts them): bf16 bits are copied into a bf16 tensor."""
-    import openvino as ov
-
-    arr = np.asarray(x, order="C")
-    if arr.dtype.name == "bfloat16":
-        tensor = ov.Tensor(ov.Type.bf16, ov.Shape(list(arr.shape)))
-        tensor.data.view(np.uint16)[...] = arr.view(np.uint16)
-        return tensor
-    return ov.Tensor(arr)
-
-
-# OpenVINO element types that its numpy bridge exposes as raw bits (uint8 for the 8-bit floats,
-# packed bytes for the sub-byte types) -> the ml_dtypes type the ONNX reference uses.
-_RAW_BIT_TYPES = {
-    "f8e4m3": "float8_e4m3fn",
-    "f8e5m2": "float8_e5m2",
-    "f8e8m0": "float8_e8m0fnu",
-    "i4": "int4",
-    "u4": "uint4",
-    "f4e2m1": "float4_e2m1fn",
-    "u2": "uint2",
-}
-
-
-def _from_ov_tensor(tensor: Any) -> np.ndarray:
-    import openvino as ov
-
-    if tensor.element_type == ov.Type.bf16:  # exposed as a float16 view of the bf16 bits
-        import ml_dtypes
-
-        return np.array(tensor.data, copy=True).view(np.uint16).view(ml_dtypes.bfloat16)
-    target = _RAW_BIT_TYPES.get(tensor.element_type.get_type_name())
-    if target is not None:
-        return _unpack_raw_bits(tensor, target)
-    return np.array(tensor.data, copy=True)
-
-
-def _unpack_raw_bits(tensor: Any, ml_name: str) -> np.ndarray:
-    """Raw bits -> values. Sub-byte types are packed low bits first (OpenVINO's layout); without
-    this, an int4 output of 25 values compares as 13 bytes (a false "shape differs")."""
-    import ml_dtypes
-
-    dtype = np.dtype(getattr(ml_dtypes, ml_name))
-    shape = tuple(tensor.shape)
-    raw = np.frombuffer(bytes(np.asarray(tensor.data).tobytes()), dtype=np.uint8)
-    bits = tensor.element_type.bitwidth
-    if bits == 8:
-        return raw[: int(np.prod(shape))].view(dtype).reshape(shape).copy()
-    per_byte = 8 // bits
-    mask = (1 << bits) - 1
-    codes = np.stack([(raw >> (bits * k)) & mask for k in range(per_byte)], axis=-1).reshape(-1)
-    codes = codes[: int(np.prod(shape))]
-    if dtype.name.startswith("float"):  # ml_dtypes keeps a sub-byte float's bit pattern in a byte
-        return codes.astype(np.uint8).view(dtype).reshape(shape)
-    ints = codes.astype(np.int16)
-    if dtype.name.startswith("int"):  # two's complement sign extension
-        ints = np.where(ints >= 1 << (bits - 1), ints - (1 << bits), ints)
-    return ints.astype(dtype).reshape(shape)
+    parameters = (
+        "[set(p.get_names()) | {n.split(':')[0] for n in p.get_names()} for p in model.inputs]"
+        if keras_outputs  # a TensorFlow tensor name's ':0' port suffix is ignored, as the target does
+        else "[set(p.get_names()) for p in model.inputs]"
+    )
+    code = (
+        embed(_ov_io)
+        + "import openvino as ov\n"
+        + f"compiled = ov.Core().compile_model(model, 'CPU', {COMPILE_CONFIG!r})\n"
+        + "request = compiled.create_infer_request()\n"
+        + f"INPUT_NAMES = {names}\n"
+        + "feed, interface_error = list(INPUTS), None\n"
+        + "if INPUT_NAMES is not None:  # by name: a parameter carries its input's name\n"
+        + f"    found, interface_error = match_parameters({parameters}, INPUT_NAMES)\n"
+        + "    feed = [INPUTS[i] for i in found]\n"
+    )
+    if keras_outputs:
+        code += (
+            "OUTPUT_INDICES, output_error = declared_outputs(\n"
+            "    [set(o.get_names()) for o in model.outputs], [t.name for t in keras_model.outputs]\n"
+            ")\n"
+            "interface_error = interface_error or output_error\n"
+        )
+    else:
+        code += "OUTPUT_INDICES = None\n"
+    return code + (
+        "if interface_error is not None:\n"
+        "    raise InterfaceError(interface_error)\n"
+        "if len(compiled.inputs) == len(feed):\n"
+        "    feed = [as_port_type(x, port) for x, port in zip(feed, compiled.inputs)]\n"
+        "request.infer([to_ov_tensor(x) for x in feed])\n"
+        "wanted = OUTPUT_INDICES if OUTPUT_INDICES is not None else range(len(compiled.outputs))\n"
+        "outputs = [from_ov_tensor(request.get_output_tensor(i)) for i in wanted]\n"
+    )
 
 
 @register_target
@@ -182,8 +153,26 @@ class OvTorchTarget(_OvTarget):
 
     name = "ov-torch"
     library = "torch"
-    _library_module = "torch"
+    requires = ("openvino", "torch")
     frontend_paths = ("openvino/frontend/pytorch", "openvino/tools/ovc")
+    unsupported_patterns: tuple[str, ...] = (
+        # complex tensors as model inputs or outputs: OpenVINO has no complex element type
+        # ("aten::view_as_real is only supported for complex tensors" for a complex64 input;
+        # "This is OpenVINO internal type. Consumer: opset1::Result" for a complex64 output)
+        r"is only supported for complex tensors",
+        r"This is OpenVINO internal type\. Consumer: opset1::Result",
+    )
+
+    def converter_name(self, built: SingleOpModel) -> str | None:
+        return aten_ops(built)
+
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
+        code = (
+            TORCH_LOAD
+            + "import openvino as ov\nmodel = ov.convert_model(program)\n"
+            + _reproducer_run("list(program.graph_signature.user_inputs)")
+        )
+        return exported_program(built), list(built.inputs), code
 
     def convert(self, built: SingleOpModel) -> OvModel:
         import openvino as ov
@@ -196,47 +185,37 @@ class OvTorchTarget(_OvTarget):
 
 def _torch_input_indices(model: Any, program: Any) -> tuple[list[int], str | None]:
     """Positions of the OpenVINO model's parameters among the program's user inputs, by name
-    (``_match_parameters``; OpenVINO names each parameter after its placeholder)."""
+    (``match_parameters``; OpenVINO names each parameter after its placeholder)."""
     names = list(program.graph_signature.user_inputs)
-    return _match_parameters([set(p.get_names()) for p in model.inputs], names)
-
-
-def _match_parameters(parameters: list[set[str]], sources: list[str]) -> tuple[list[int], str | None]:
-    """For each parameter (its tensor names), the position of the source input of the same name;
-    and why the model cannot be fed by name (None when it can).
-
-    Fewer parameters than inputs, each matched, is fine: OpenVINO drops a parameter no result
-    depends on (``linspace(0, t, steps=0)``, an ONNX ``CastLike``'s target), and feeding it anyway
-    fails with "Input port for index 0 was not found". A parameter that matches no input (or
-    several, or one already matched) means the frontend renamed the model's interface: a user who
-    feeds the inputs by name cannot run it. Self-contained (reproducer scripts embed its source).
-    """
-    indices: list[int] = []
-    strays: list[list[str]] = []
-    for names in parameters:
-        match = [i for i, source in enumerate(sources) if source in names]
-        if len(match) == 1 and match[0] not in indices:
-            indices.append(match[0])
-        else:
-            strays.append(sorted(names))
-    if not strays:
-        return indices, None
-    missing = [source for i, source in enumerate(sources) if i not in indices]
-    head = (
-        f"OpenVINO model has no parameter for input {missing[0]!r}"
-        if missing
-        else "OpenVINO model has parameters that match no single source input"
-    )
-    # The first line is what the crash signature keeps: the same for every instance of the defect.
-    return indices, f"{head}\nparameter names {strays} match no source input of {list(sources)}"
+    return match_parameters([set(p.get_names()) for p in model.inputs], names)
 
 
 @register_target
 class OvOnnxTarget(_OvTarget):
     name = "ov-onnx"
     library = "onnx"
-    _library_module = "onnx"
+    requires = ("openvino", "onnx")
     frontend_paths = ("openvino/frontend/onnx", "openvino/frontend", "openvino/tools/ovc")
+    # OpenVINO's ONNX translators are C++, registered per opset range, which Python cannot see: no
+    # converter_name (signatures fall back to the op type).
+    unsupported_patterns: tuple[str, ...] = (
+        # Mod-28 allows fmod=0 for floats; the frontend implements the older rule
+        r"If the input type is floating point, then `fmod` attribute must be set to 1",
+        # said by the converters themselves: Dropout with training_mode = true, Pad-19's mode 'wrap'
+        r"Training mode is not supported for \w+ op",
+        r"Unsupported padding mode",
+    )
+
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
+        artifact, inputs, _ = prepared_onnx(built)
+        names = prepare_onnx(built.model, built.inputs, built.input_names or None).runtime_names
+        code = (
+            "import os, tempfile\nimport openvino as ov\n"
+            "fd, path = tempfile.mkstemp(suffix='.onnx'); os.write(fd, ARTIFACT); os.close(fd)\n"
+            "try:\n    model = ov.convert_model(path)  # an in-memory ModelProto is rejected\n"
+            "finally:\n    os.unlink(path)\n" + _reproducer_run(repr(list(names)))
+        )
+        return artifact, inputs, code
 
     def convert(self, built: SingleOpModel) -> OvModel:
         import onnx
@@ -252,7 +231,7 @@ class OvOnnxTarget(_OvTarget):
         finally:
             os.unlink(path)
         # The graph's input names are part of the model's interface: matched by name, never by position.
-        found, error = _match_parameters([set(p.get_names()) for p in model.inputs], prepared.runtime_names)
+        found, error = match_parameters([set(p.get_names()) for p in model.inputs], prepared.runtime_names)
         return OvModel(model, [prepared.runtime_indices[i] for i in found], interface_error=error)
 
 
@@ -262,13 +241,33 @@ class OvKerasTarget(_OvTarget):
 
     name = "ov-keras"
     library = "keras"
-    _library_module = "keras"
+    requires = ("openvino", "keras", "tensorflow")
     frontend_paths = ("openvino/frontend/tensorflow", "openvino/tools/ovc")
+    # OpenVINO's TensorFlow frontend gives a Keras model's bfloat16 parameters and results f32 types
+    # (``convert_model`` output, before compilation), so every bfloat16 Keras op would be an
+    # "inconsistent" dtype bfloat16 vs float32. The values are still compared, with bfloat16's
+    # tolerance; the type change itself is a frontend behaviour noted in the docs.
+    tolerances = MappingProxyType({"dtype": {"bfloat16": {"check_dtype": False}}})
+    unsupported_patterns: tuple[str, ...] = (
+        # bfloat16 through the TensorFlow frontend: the Cast's element type stays dynamic and the CPU
+        # plugin cannot run it ("cpu_convert can't convert from: f32 precision to: dynamic")
+        r"cpu_convert can't convert from: [a-z0-9]+ precision to: dynamic",
+        # TensorFlow resources (lookup tables of IntegerLookup/StringLookup) are not converted:
+        # "Model references undeclared parameters: ... LookupTableFindV2/table_handle"
+        r"Model references undeclared parameters: .*LookupTable",
+        # the frontend needs a constant where TensorFlow computes one at run time (a concat axis in a
+        # tf.cond): "Input 2 cannot be folded to Constant for node ... of type ConcatV2"
+        r"cannot be folded to Constant for node",
+        # a complex64 model input: OpenVINO has no complex element type, only an internal mark that
+        # ops like Complex or FFT produce ("Imag operation expects complex type tensor on input")
+        r"operation expects complex type tensor on input",
+    )
 
-    def versions(self) -> dict[str, str]:
-        import tensorflow as tf
-
-        return {**super().versions(), "tensorflow": tf.__version__}
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
+        artifact, load = keras_artifact(built)
+        names = f"{keras_input_names(built)!r} or [t.name.split(':')[0] for t in keras_model.inputs]"
+        code = load + "import openvino as ov\nmodel = ov.convert_model(keras_model)\n" + _reproducer_run(names, keras_outputs=True)
+        return artifact, list(built.inputs), code
 
     def convert(self, built: SingleOpModel) -> OvModel:
         import openvino as ov
@@ -284,55 +283,10 @@ class OvKerasTarget(_OvTarget):
                 "tensors and returns their components, which no dense reference can be compared with"
             )
         indices, input_error = _keras_input_indices(model, built)
-        outputs, output_error = _declared_outputs(
+        outputs, output_error = declared_outputs(
             [set(o.get_names()) for o in model.outputs], [t.name for t in declared]
         )
         return OvModel(model, indices, outputs, input_error or output_error)
-
-
-def _declared_outputs(results: list[set[str]], declared: list[str]) -> tuple[list[int] | None, str | None]:
-    """For each declared output of the Keras model (its tensor name), the index of its result in
-    the converted model (None: all results, in order); and why they cannot be found.
-
-    OpenVINO traces ``model(x)`` into a TensorFlow signature whose outputs are named either after
-    the Keras output tensors (``keras_tensor_12``: returned as a dict keyed by name, so one tensor
-    declared twice is one result) or ``Identity``, ``Identity_1``, ... in output order. The
-    frontend also adds results the model does not declare: dangling internal tensors
-    (``linspace/Cast_1:0`` of ``keras.ops.linspace``, an LSTM's last state), ``Identity_k`` past the
-    declared count. Only the declared outputs are compared, in their order, each once. An output
-    that is an input (an augmentation layer in inference) is a result named after the parameter,
-    or not named at all: such results, neither signature outputs nor internal tensors (a scoped
-    ``a/b:0`` name), stand for the declared outputs left, in order, when they are exactly as many.
-    Self-contained (reproducer scripts embed its source).
-    """
-    import re
-
-    first: dict[str, int] = {}
-    for index, names in enumerate(results):
-        for name in names:
-            first.setdefault(name, index)  # a name on two results (a duplicate) counts once
-    chosen: list[int | None] = []
-    for k, tensor_name in enumerate(declared):
-        identity = "Identity:0" if k == 0 else f"Identity_{k}:0"
-        chosen.append(first.get(tensor_name, first.get(identity)))
-    unmatched = [k for k, index in enumerate(chosen) if index is None]
-    if unmatched:
-        signature = set(declared)
-        anonymous = [
-            i
-            for i, names in enumerate(results)
-            if i not in chosen
-            and not any(n in signature or re.fullmatch(r"Identity(_\d+)?:0", n) or "/" in n for n in names)
-        ]
-        if len(anonymous) != len(unmatched):
-            return None, (
-                f"OpenVINO model has no result for declared output {unmatched[0]}\n"
-                f"declared outputs {list(declared)}, result names {[sorted(n) for n in results]}"
-            )
-        for k, index in zip(unmatched, anonymous, strict=True):
-            chosen[k] = index
-    kept = [int(i) for i in chosen if i is not None]
-    return (None if kept == list(range(len(results))) else kept), None
 
 
 def _keras_input_indices(model: Any, built: SingleOpModel) -> tuple[list[int], str | None]:
@@ -340,4 +294,4 @@ def _keras_input_indices(model: Any, built: SingleOpModel) -> tuple[list[int], s
     name carries a port suffix, ``input_0:0``)."""
     keras_names = list(built.input_names) or [t.name.split(":")[0] for t in built.model.inputs]
     parameters = [set(p.get_names()) | {n.split(":")[0] for n in p.get_names()} for p in model.inputs]
-    return _match_parameters(parameters, keras_names)
+    return match_parameters(parameters, keras_names)

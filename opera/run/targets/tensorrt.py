@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from opera.run.targets import Target, register_target
-from opera.run.targets._artifacts import torch_to_onnx
+from opera.run.targets._artifacts import aten_ops, torch_to_onnx
 from opera.run.targets._onnx_prep import PreparedOnnx, prepare_onnx
 from opera.templates import SingleOpModel
 
@@ -61,30 +61,17 @@ class _TrtTarget(Target):
     compiler = "tensorrt"
     needs_gpu = True
     frontend_paths = ("tensorrt", "onnx_tensorrt")
-    _library_module = ""
+    native_frontend = True
 
     def availability(self) -> str | None:
-        try:
-            import tensorrt  # noqa: F401
-        except Exception:
-            return "tensorrt is not installed"
-        try:
-            import torch
-        except Exception:
-            return "torch is not installed (device memory for TensorRT is allocated through torch.cuda)"
-        if not torch.cuda.is_available():
-            return "no CUDA device"
-        try:
-            __import__(self._library_module)
-        except Exception as exc:
-            return f"{self._library_module} is not importable: {type(exc).__name__}: {exc}"
-        return None
+        """TensorRT, torch (device memory is allocated through torch.cuda), the source library,
+        and a CUDA device."""
+        reason = super().availability()
+        if reason is not None:
+            return reason
+        import torch
 
-    def versions(self) -> dict[str, str]:
-        import onnx
-        import tensorrt as trt
-
-        return {"tensorrt": trt.__version__, "onnx": onnx.__version__}
+        return None if torch.cuda.is_available() else "no CUDA device"
 
     # --- convert: ONNX -> TensorRT network -> serialized engine ------------------------------
     def _build(self, onnx_model: Any, prepared: PreparedOnnx) -> TrtNetwork:
@@ -192,7 +179,7 @@ def _torch_dtype(dtype: np.dtype) -> Any:
 class TrtOnnxTarget(_TrtTarget):
     name = "trt-onnx"
     library = "onnx"
-    _library_module = "onnx"
+    requires = ("tensorrt", "torch", "onnx")
 
     def convert(self, built: SingleOpModel) -> TrtNetwork:
         prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
@@ -205,12 +192,10 @@ class TrtTorchTarget(_TrtTarget):
 
     name = "trt-torch"
     library = "torch"
-    _library_module = "torch"
+    requires = ("tensorrt", "torch", "onnx")
 
-    def versions(self) -> dict[str, str]:
-        import torch
-
-        return {**super().versions(), "torch": torch.__version__}
+    def converter_name(self, built: SingleOpModel) -> str | None:
+        return aten_ops(built)
 
     def convert(self, built: SingleOpModel) -> TrtNetwork:
         model = torch_to_onnx(built)

@@ -51,18 +51,9 @@ class _OrtTarget(Target):
     compiler = "onnxruntime"
     test_only = True
     frontend_paths = ("opera/run/targets/testing.py",)
-
-    def availability(self) -> str | None:
-        try:
-            import onnxruntime  # noqa: F401
-        except Exception as exc:
-            return f"onnxruntime is not importable: {type(exc).__name__}: {exc}"
-        return None
-
-    def versions(self) -> dict[str, str]:
-        import onnxruntime
-
-        return {"onnxruntime": onnxruntime.__version__}
+    requires = ("onnxruntime",)
+    # api onnx::Unsupported* raises this (see ``_inject``)
+    unsupported_patterns: tuple[str, ...] = (r"^opera\.run\.targets\.testing\.FaultNotSupported:",)
 
     def convert(self, built: SingleOpModel) -> _OrtSession:
         return _OrtSession(bytes(built.model.SerializeToString()), list(built.input_names))

@@ -26,12 +26,35 @@ from typing import Any
 
 import numpy as np
 
+from opera.outputs import flatten_outputs
+from opera.reproduce.steps import TORCH_LOAD, ReproducerSteps, exported_program, prepared_onnx
 from opera.run.targets import Target, harness_step, register_target
-from opera.run.targets._artifacts import export_torch, flatten_outputs, keras_to_tflite
+from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._onnx_prep import prepare_onnx
+from opera.run.targets._tvm_io import (
+    legalizable_layouts,
+    tflite_complex_to_pairs,
+    tflite_pairs_to_complex,
+    tvm_to_numpy,
+)
 from opera.templates import SingleOpModel
 
 __all__ = ["TvmKerasTarget", "TvmOnnxTarget", "TvmTorchTarget"]
+
+
+# The target's compile, as script code (``TvmExecutable.masked_crash`` is the script's exception).
+_TVM_LAYOUT_FALLBACK = """\
+try:
+    executable = tvm.compile(mod, target="llvm")
+except Exception as default_failure:  # as the target: retry with the layouts TVM can legalize
+    converted = legalizable_layouts(mod)
+    if converted is mod:
+        raise
+    try:
+        executable = tvm.compile(converted, target="llvm")
+    except Exception:
+        raise default_failure from None
+"""
 
 
 @dataclass
@@ -68,56 +91,39 @@ class TvmExecutable:
         ]
 
 
-def legalizable_layouts(mod: Any) -> Any:
-    """``mod`` with every Relax op whose legalization accepts only channels-first layouts
-    (``tvm/relax/transform/legalize_ops/nn.py``, ``_nn_conv{1,2,3}d_transpose``) converted to those
-    layouts (data, kernel), ``permute_dims`` around it; the same object when nothing changed.
-
-    Self-contained (imports inside, the layouts written out) so that a reproducer can embed its
-    source with ``inspect.getsource``.
-    """
-    import tvm
-    import tvm_ffi
-    from tvm import relax
-
-    desired = {
-        "relax.nn.conv1d_transpose": ["NCW", "IOW"],
-        "relax.nn.conv2d_transpose": ["NCHW", "IOHW"],
-        "relax.nn.conv3d_transpose": ["NCDHW", "IODHW"],
-    }
-    converted = tvm.transform.Sequential(
-        [relax.transform.ConvertLayout(desired), relax.transform.Normalize()]
-    )(mod)
-    return mod if tvm_ffi.structural_equal(converted, mod) else converted
-
-
 class _TvmTarget(Target):
     compiler = "tvm"
-    _library_module = ""
     # Retry a failed compile after ``legalizable_layouts`` (frontends that emit channels-last ops).
     _layout_fallback = False
+    unsupported_patterns: tuple[str, ...] = (
+        # tvm.error.OpNotImplemented: "The following operators are not supported for frontend ONNX: Col2Im",
+        # also raised by the TFLite frontend for unsupported options ("TFLite peephole LSTM is not supported")
+        r"^tvm\.error\.OpNotImplemented:",
+        r"^tvm\.error\.OpAttributeUnImplemented:",
+        # torch frontend: assert not missing_func_types, f"Unsupported function types {missing_func_types}"
+        r"Unsupported function types",
+        # the runtime cannot allocate sub-byte tensors (uint2/int2/uint4/int4 outputs of Cast, ...):
+        # "InternalError: Check failed: dtype.bits % 8 == 0 (2 vs. 0)" in VerifyDataType
+        r"Check failed: dtype\.bits % 8 == 0",
+    )
 
-    def availability(self) -> str | None:
-        try:
-            import tvm  # noqa: F401
-            from tvm import relax  # noqa: F401
-        except Exception as exc:  # ImportError, or a broken native library
-            return f"tvm is not importable: {type(exc).__name__}: {exc}"
-        if self._library_module:
-            try:
-                __import__(self._library_module)
-            except Exception as exc:
-                return f"{self._library_module} is not importable: {type(exc).__name__}: {exc}"
-        return None
+    def _reproducer_run(self) -> str:
+        """Script code from ``mod`` to ``outputs``: compile (with the layout fallback where the
+        target has one), run on the Relax VM, read the results as the target does (the shared
+        modules embedded verbatim)."""
+        from opera import outputs
+        from opera.reproduce.steps import embed
+        from opera.run.targets import _tvm_io
 
-    def versions(self) -> dict[str, str]:
-        import tvm
-
-        out = {"tvm": str(tvm.__version__)}
-        mod = __import__(self._library_module) if self._library_module else None
-        if mod is not None:
-            out[self._library_module] = str(getattr(mod, "__version__", "?"))
-        return out
+        compile_code = _TVM_LAYOUT_FALLBACK if self._layout_fallback else 'executable = tvm.compile(mod, target="llvm")\n'
+        return (
+            embed(outputs, _tvm_io)
+            + "import tvm\nfrom tvm import relax\n"
+            + compile_code
+            + "vm = relax.VirtualMachine(executable, tvm.cpu())\n"
+            + "result = vm['main'](*[tvm.runtime.tensor(np.asarray(x, order='C')) for x in INPUTS])\n"
+            + "outputs = flatten_outputs(result, to_numpy=tvm_to_numpy)\n"
+        )
 
     def compile(self, converted: TvmModule) -> TvmExecutable:
         import tvm
@@ -163,24 +169,29 @@ class _TvmTarget(Target):
             feed = [np.asarray(inputs[i], order="C") for i in indices] if indices is not None else list(inputs)
         args = [tvm.runtime.tensor(np.asarray(x, order="C")) for x in feed]  # TVM's own API: its failures are TVM's
         result = compiled.vm["main"](*args)
-        outputs = flatten_outputs(result, to_numpy=_tvm_to_numpy)
+        outputs = flatten_outputs(result, to_numpy=tvm_to_numpy)
         order = compiled.module.output_order
         with harness_step("order the TVM model's outputs"):
             return [outputs[i] for i in order] if order is not None else outputs
-
-
-def _tvm_to_numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "numpy"):
-        return value.numpy()
-    return np.asarray(value)
 
 
 @register_target
 class TvmTorchTarget(_TvmTarget):
     name = "tvm-torch"
     library = "torch"
-    _library_module = "torch"
+    requires = ("tvm", "tvm.relax", "torch")
     frontend_paths = ("tvm/relax/frontend/torch", "tvm/relax/frontend/common")
+    unsupported_patterns: tuple[str, ...] = (r"^builtins\.ValueError: Unsupported op ",)
+
+    def converter_name(self, built: SingleOpModel) -> str | None:
+        return aten_ops(built)
+
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
+        code = (
+            TORCH_LOAD + "from tvm.relax.frontend.torch import from_exported_program\n"
+            "mod = from_exported_program(program, unwrap_unit_return_tuple=True)\n" + self._reproducer_run()
+        )
+        return exported_program(built), list(built.inputs), code
 
     def convert(self, built: SingleOpModel) -> TvmModule:
         from tvm.relax.frontend.torch import from_exported_program
@@ -194,8 +205,47 @@ class TvmTorchTarget(_TvmTarget):
 class TvmOnnxTarget(_TvmTarget):
     name = "tvm-onnx"
     library = "onnx"
-    _library_module = "onnx"
+    requires = ("tvm", "tvm.relax", "onnx")
     frontend_paths = ("tvm/relax/frontend/onnx", "tvm/relax/frontend/common")
+    unsupported_patterns: tuple[str, ...] = (
+        # AssertionError: 'Only constant axes currently supported' (and "... constant shape/depth/...")
+        r"Only constant \w+( \w+)? (currently )?supported",
+        # NotImplementedError: "Dynamic size of type <class 'tvm.ir.expr.Var'> is not supported"
+        r"^builtins\.NotImplementedError: Dynamic .* is not supported",
+        # string tensors (StringConcat, RegexFullMatch, LabelEncoder on strings): ValueError: unknown dtype `object`
+        r"^builtins\.ValueError: unknown dtype `object`",
+        # EyeLike's `dtype` attribute other than the input's type: the converter refuses it on purpose
+        # (onnx_frontend.py EyeLike._impl_v9: "dtype mismatch between input (int32) and attribute (1)")
+        r"^builtins\.ValueError: dtype mismatch between input \(\w+\) and attribute",
+        # an empty optional value reaching a subgraph (If/Loop): the frontend has no empty optionals
+        # ("empty optional outputs are not supported"; here: '_EmptyOptional' object has no attribute 'ty')
+        r"^builtins.AttributeError: '_EmptyOptional' object has no attribute",
+    )
+
+    def converter_name(self, built: SingleOpModel) -> str | None:
+        """The ``OnnxOpConverter`` class and the ``_impl_vN`` TVM selects for the model's opset."""
+        from tvm.relax.frontend.onnx import onnx_frontend
+
+        op_type, domain, opset = onnx_op(built)
+        if domain not in ("", "ai.onnx"):
+            return None
+        cls = onnx_frontend._get_convert_map().get(op_type)
+        if cls is None:
+            return None
+        versions = sorted(int(d.replace("_impl_v", "")) for d in dir(cls) if d.startswith("_impl_v"))
+        if not versions:
+            return str(cls.__name__)
+        chosen = max((v for v in versions if opset is None or v <= opset), default=versions[0])
+        return f"{cls.__name__}._impl_v{chosen}"
+
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
+        artifact, inputs, opset = prepared_onnx(built)
+        code = (
+            "import onnx\nfrom tvm.relax.frontend.onnx import from_onnx\n"
+            "model = onnx.load_from_string(ARTIFACT)\n"
+            f"mod = from_onnx(model, opset={opset!r}, keep_params_in_input=False)\n" + self._reproducer_run()
+        )
+        return artifact, inputs, code
 
     def convert(self, built: SingleOpModel) -> TvmModule:
         from tvm.relax.frontend.onnx import from_onnx
@@ -217,25 +267,46 @@ def _onnx_opset(model: Any) -> int | None:
 class TvmKerasTarget(_TvmTarget):
     name = "tvm-keras"
     library = "keras"
-    _library_module = "tflite"
+    requires = ("tvm", "tvm.relax", "tflite", "tensorflow", "keras")
     _layout_fallback = True  # the TFLite frontend emits NHWC / NDHWC ops (module docstring)
     frontend_paths = ("tvm/relax/frontend/tflite", "tvm/relax/frontend/common")
+    unsupported_patterns: tuple[str, ...] = (
+        # TVM's TFLite frontend has no float64: `_decode_type` (tflite_frontend.py) has no entry for
+        # TFLite's TensorType FLOAT64 (= 10), so every float64 model fails with KeyError: 10
+        r"^builtins\.KeyError: 10$",
+    )
 
-    def availability(self) -> str | None:
-        reason = super().availability()
-        if reason is not None:
-            return reason
-        try:
-            import tensorflow  # noqa: F401
-        except Exception as exc:
-            return f"tensorflow is not importable: {type(exc).__name__}: {exc}"
-        return None
+    def converter_name(self, built: SingleOpModel) -> str | None:
+        """The TFLite builtin operators of the flatbuffer (TVM's TFLite frontend converts per op)."""
+        import tflite
 
-    def versions(self) -> dict[str, str]:
-        import keras
-        import tensorflow as tf
+        model = tflite.Model.GetRootAsModel(keras_to_tflite(built), 0)
+        names_by_code = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+        ops = set()
+        for i in range(model.OperatorCodesLength()):
+            code = model.OperatorCodes(i)
+            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            ops.add(names_by_code.get(builtin, str(builtin)))
+        return "+".join(sorted(ops)) if ops else None
 
-        return {**super().versions(), "keras": keras.__version__, "tensorflow": tf.__version__}
+    def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
+        import tflite
+
+        buf = keras_to_tflite(built)
+        input_indices, output_order = tflite_io_order(tflite.Model.GetRootAsModel(buf, 0), built)
+        inputs = [built.inputs[i] for i in input_indices] if input_indices is not None else list(built.inputs)
+        # complex64 crosses the model's boundary as float32[..., 2] in TVM's TFLite frontend
+        inputs = [tflite_complex_to_pairs(x) for x in inputs]
+        complex_outputs = [k for k, o in enumerate(built.model.outputs) if "complex" in str(o.dtype)]
+        code = (
+            "import tflite\nfrom tvm.relax.frontend.tflite import from_tflite\n"
+            "mod = from_tflite(tflite.Model.GetRootAsModel(ARTIFACT, 0))\n" + self._reproducer_run()
+        )
+        if output_order is not None:
+            code += f"outputs = [outputs[i] for i in {output_order!r}]\n"
+        if complex_outputs:
+            code += f"for k in {complex_outputs!r}:\n    outputs[k] = tflite_pairs_to_complex(outputs[k])\n"
+        return buf, inputs, code
 
     def convert(self, built: SingleOpModel) -> TvmModule:
         import tflite
@@ -260,22 +331,6 @@ class TvmKerasTarget(_TvmTarget):
             for k in compiled.module.extra.get("complex_outputs", []):
                 outputs[k] = tflite_pairs_to_complex(outputs[k])
         return outputs
-
-
-def tflite_complex_to_pairs(x: Any) -> Any:
-    """complex64[...] -> float32[..., 2] (real, imaginary), as TVM's TFLite frontend types it."""
-    arr = np.asarray(x)
-    if arr.dtype.kind != "c":
-        return x
-    return np.ascontiguousarray(arr.astype(np.complex64)).view(np.float32).reshape((*arr.shape, 2))
-
-
-def tflite_pairs_to_complex(y: Any) -> Any:
-    """float32[..., 2] -> complex64[...]: a complex output of TVM's TFLite frontend read back."""
-    arr = np.asarray(y)
-    if arr.dtype != np.float32 or arr.ndim == 0 or arr.shape[-1] != 2:
-        return y
-    return np.ascontiguousarray(arr).view(np.complex64)[..., 0]
 
 
 def tflite_io_order(tfl: Any, built: SingleOpModel) -> tuple[list[int] | None, list[int] | None]:
