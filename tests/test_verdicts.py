@@ -178,8 +178,8 @@ def test_torch_float64_second_reference_agrees_and_disagrees_where_float32_is_im
     """torch's second reference is the model in float64. On a conv2d it agrees with the float32
     reference; on a real ``torch.cov`` instance (large values) float32 is 0.04 off, so a compiler
     differing from the float32 reference there would be ``unstable-reference``, not a bug."""
-    from opera.run.execution import _like
     from opera.templates import get_template
+    from opera.verdict.judge import _like
     from opera.verdict.oracles import compare_outputs
 
     template = get_template("torch")

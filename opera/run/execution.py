@@ -1,14 +1,13 @@
 """Executing one test inside a worker: build -> reference (x2) -> convert -> compile -> run -> oracle.
 
-The oracle's verdicts (issue 11): ``pass`` / ``inconsistent`` where values are defined and the
-library's references agree; ``nondeterministic`` (the reference disagrees with itself: shapes and
-dtypes still compared, crashes still count), ``undefined`` (the outputs differ only where the
-operator's specification leaves them undefined, ``opera/verdict/undefined.py``), ``unstable-reference``
-(a second reference of the library disagrees with the first), ``harness-error`` (Opera's own code
-failed: input preparation, output decoding, comparison).
+What the outcome is, is decided in ``opera.verdict.judge`` (an exception: unsupported or crash;
+outputs: pass, inconsistent, nondeterministic, undefined, unstable-reference). Decided here:
+``invalid`` (the library could not build or run the instance, or could not produce the artifact
+the frontend consumes) and ``harness-error`` (Opera's own code failed around a compiler call:
+input preparation, output decoding, comparison).
 
-This is the code every executor runs per task (the local pool's worker processes, a Ray actor
-later); it catches Python exceptions and turns them into verdicts. Native crashes, hangs and
+This is the code every executor runs per task (the local pool's worker processes, Ray actors);
+it catches Python exceptions and turns them into verdicts. Native crashes, hangs and
 memory blow-ups cannot be caught here: the executor watching the worker records those
 (``dead_worker_result``).
 """
@@ -28,25 +27,16 @@ import numpy as np
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask, WorkerSettings
-from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs, load_oracle_config
+from opera.verdict.judge import first_lines, input_dtypes, judge_exception, judge_outputs
+from opera.verdict.oracles import OracleConfig, compare_outputs, load_oracle_config
 from opera.verdict.signature import (
-    converter_of,
     harness_signature,
-    inconsistency_signature,
     native_signature,
     target_crash_signature,
 )
-from opera.verdict.undefined import find_undefined, mask_undefined
-from opera.verdict.unsupported import UnsupportedPatterns, exception_text, load_unsupported
+from opera.verdict.unsupported import UnsupportedPatterns, load_unsupported
 
 __all__ = ["WorkerState", "dead_worker_result", "execute_task", "instance_size", "invalid_result"]
-
-_MESSAGE_LIMIT = 2000
-
-
-def _first_lines(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    return text.strip()[:limit]
-
 
 def instance_size(inst: OperatorInstance) -> int:
     """How big an instance is, to keep the smallest reproducer per bug: its JSON length."""
@@ -130,14 +120,6 @@ def _copies(arrays: list[Any]) -> list[Any]:
     return [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
 
 
-def _input_dtypes(arrays: list[Any]) -> list[str]:
-    return [a.dtype.name for a in arrays if isinstance(a, np.ndarray)]
-
-
-def _tolerance(inst: OperatorInstance) -> tuple[float | None, float | None] | None:
-    return (inst.tolerance.atol, inst.tolerance.rtol) if inst.tolerance is not None else None
-
-
 def execute_task(task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]) -> TaskOutcome:
     if task.kind == "reproduce":
         return TaskOutcome(task, reproducer=_reproduce_only(task, state))
@@ -183,10 +165,10 @@ def _execute_test(
         built.inputs = _copies(pristine)  # in-place ops must not leak into the compiler's inputs
     except Exception as exc:
         return finish(
-            Outcome.INVALID, Stage.REFERENCE, message=_first_lines(f"{type(exc).__name__}: {exc}")
+            Outcome.INVALID, Stage.REFERENCE, message=first_lines(f"{type(exc).__name__}: {exc}")
         ), None
     again = compare_outputs(
-        reference, second, state.oracle, target=None, input_dtypes=_input_dtypes(pristine)
+        reference, second, state.oracle, target=None, input_dtypes=input_dtypes(pristine)
     )
     # A reference that disagrees with itself (a random operator, uninitialized memory) still goes
     # through the compiler: its crashes are findings; only count, shapes and dtypes are compared.
@@ -205,23 +187,18 @@ def _execute_test(
         report_stage(stage)
         outputs = target.run(compiled, _copies(pristine))
     except ArtifactError as exc:
-        return finish(Outcome.INVALID, stage, message=_first_lines(f"artifact: {exc}")), None
+        return finish(Outcome.INVALID, stage, message=first_lines(f"artifact: {exc}")), None
     except HarnessError as exc:
         return _harness_error(finish, stage, exc, task.target), context
     except Exception as exc:
-        text = exception_text(exc)
-        matched = state.unsupported.match(exc, task.target, getattr(target, "compiler", ""))
-        if matched is not None:
-            return finish(Outcome.UNSUPPORTED, stage, message=_first_lines(text)), None
-        signature = target_crash_signature(exc, task.target, target)
-        tb = "".join(traceback.format_exception(exc, limit=-8))
-        return finish(Outcome.CRASH, stage, signature=signature, message=_first_lines(tb, 4000)), context
+        result = judge_exception(exc, state.unsupported, target, stage, finish)
+        return result, (None if result.outcome == Outcome.UNSUPPORTED else context)
 
     # -- the oracle ---------------------------------------------------------------------------
     report_stage(Stage.COMPARE)
     masked = _masked_crash(compiled, task.target, target)
     try:
-        result = _judge(task, state, target, built, pristine, reference, outputs, nondeterministic, finish)
+        result = judge_outputs(state.oracle, target, built, pristine, reference, outputs, nondeterministic, finish)
         if masked is not None:  # the default pipeline's crash, reported once as its own finding
             result.extra["masked_crash"] = masked
         return result, context
@@ -240,7 +217,7 @@ def _masked_crash(compiled: Any, target_name: str, target: Any) -> dict[str, str
         return None
     signature = target_crash_signature(exc, target_name, target)
     tb = "".join(traceback.format_exception(exc, limit=-8))
-    return {"signature": signature, "stage": Stage.COMPILE.value, "message": _first_lines(tb, 4000)}
+    return {"signature": signature, "stage": Stage.COMPILE.value, "message": first_lines(tb, 4000)}
 
 
 def _harness_error(finish: Callable[..., TestResult], stage: Stage, exc: Exception, target: str) -> TestResult:
@@ -249,140 +226,8 @@ def _harness_error(finish: Callable[..., TestResult], stage: Stage, exc: Excepti
         Outcome.HARNESS_ERROR,
         stage,
         signature=harness_signature(exc, target),
-        message=_first_lines(f"Opera's own defect, not the compiler's: {exc}\n{tb}", 4000),
+        message=first_lines(f"Opera's own defect, not the compiler's: {exc}\n{tb}", 4000),
     )
-
-
-def _judge(
-    task: TestTask,
-    state: WorkerState,
-    target: Any,
-    built: Any,
-    pristine: list[Any],
-    reference: list[np.ndarray],
-    outputs: list[np.ndarray],
-    nondeterministic: Comparison | None,
-    finish: Callable[..., TestResult],
-) -> TestResult:
-    """The verdict on outputs the compiler produced: pass, inconsistent, or one of the outcomes that
-    say the values could not be judged (nondeterministic, undefined, unstable-reference)."""
-    from opera.templates import get_template
-
-    assert state.oracle is not None
-    inst = task.instance
-    oracle = state.oracle
-
-    def compare(ref: list[np.ndarray], act: list[np.ndarray], values: bool = True) -> Any:
-        return compare_outputs(
-            ref,
-            act,
-            oracle,
-            target=task.target,
-            input_dtypes=_input_dtypes(pristine),
-            tolerance=_tolerance(inst),
-            compare_values=values,
-        )
-
-    def inconsistent(verdict: Any, note: str = "") -> TestResult:
-        return finish(
-            Outcome.INCONSISTENT,
-            Stage.COMPARE,
-            signature=inconsistency_signature(task.target, inst.api, converter_of(target, built)),
-            distance=verdict.distance,
-            message=(verdict.reason + note)[:_MESSAGE_LIMIT],
-        )
-
-    # A random operator (by specification) or a reference that disagrees with itself (a Comparison
-    # of the two reference runs): values are not comparable, the rest is.
-    if nondeterministic is not None or oracle.is_random(inst.api):
-        verdict = compare(reference, outputs, values=False)
-        if not verdict.consistent:
-            return inconsistent(verdict)
-        if nondeterministic is not None:
-            return finish(
-                Outcome.NONDETERMINISTIC,
-                Stage.COMPARE,
-                distance=nondeterministic.distance,
-                message=(
-                    f"two reference runs disagree: {nondeterministic.reason[: _MESSAGE_LIMIT // 2]}; "
-                    "the compiler's output count, shapes and dtypes match"
-                ),
-            )
-        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
-
-    undefined = find_undefined(
-        oracle.undefined,
-        inst.api,
-        dict(inst.kwargs),
-        dict(zip(_names(built, pristine), pristine, strict=True)),
-        reference,
-    )
-    if undefined is not None and undefined.whole:
-        verdict = compare(reference, outputs, values=False)
-        if not verdict.consistent:
-            return inconsistent(verdict)
-        return finish(Outcome.UNDEFINED, Stage.COMPARE, message=f"values not compared: {undefined.reason}")
-
-    verdict = compare(reference, outputs)
-    if verdict.consistent:
-        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
-    if undefined is not None:
-        defined = compare(reference, mask_undefined(reference, outputs, undefined))
-        if defined.consistent:
-            return finish(
-                Outcome.UNDEFINED,
-                Stage.COMPARE,
-                distance=verdict.distance,
-                message=f"differs only where undefined ({verdict.reason[:300]}): {undefined.reason}",
-            )
-        verdict = defined  # the defined values differ too: judged on those
-
-    # A second, independent reference of the library (onnx.reference beside onnxruntime, torch in
-    # float64): when the library's own references disagree, this is no compiler verdict.
-    template = get_template(inst.library)
-    second = template.second_reference(built, pristine)
-    if second is not None:
-        name, other = second
-        other = _like(other, reference)
-        check = compare_outputs(
-            reference, other, oracle, target=None, input_dtypes=_input_dtypes(pristine), tolerance=_tolerance(inst)
-        )
-        if not check.consistent:
-            agrees = compare(other, outputs).consistent
-            return finish(
-                Outcome.UNSTABLE_REFERENCE,
-                Stage.COMPARE,
-                distance=verdict.distance,
-                message=(
-                    f"the references disagree: {_reference_name(built)} vs {name}: {check.reason[:300]}; "
-                    f"the compiler {'agrees' if agrees else 'does not agree'} with {name}; "
-                    f"compiler vs reference: {verdict.reason[:300]}"
-                ),
-            )
-        return inconsistent(verdict, f" (confirmed by a second reference: {name})")
-    return inconsistent(verdict)
-
-
-def _like(outputs: list[np.ndarray], reference: list[np.ndarray]) -> list[np.ndarray]:
-    """A wider second reference (torch in float64) rounded to the first reference's float dtypes,
-    so that the two are compared on values, not on their types."""
-    out = []
-    for k, value in enumerate(outputs):
-        arr = np.asarray(value)
-        ref = np.asarray(reference[k]) if k < len(reference) else None
-        if ref is not None and arr.shape == ref.shape and arr.dtype.kind in "fc" and ref.dtype.kind in "fc":
-            arr = arr.astype(ref.dtype)
-        out.append(arr)
-    return out
-
-
-def _names(built: Any, inputs: list[Any]) -> list[str]:
-    names = list(getattr(built, "input_names", []) or [])
-    return names if len(names) == len(inputs) else [f"input_{i}" for i in range(len(inputs))]
-
-
-def _reference_name(built: Any) -> str:
-    return str(built.details.get("reference", f"{built.instance.library} (eager)"))
 
 
 def _temp_reproducer_path(directory: str, task: TestTask) -> Path:

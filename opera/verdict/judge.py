@@ -1,0 +1,189 @@
+"""Where a verdict is decided: what the compiler did -> an outcome.
+
+``judge_exception``: a frontend's exception is ``unsupported`` (its own words for "not implemented",
+``opera.verdict.unsupported``) or a ``crash`` with a signature. ``judge_outputs``: outputs are
+``pass`` / ``inconsistent`` where the values are defined and the library agrees with itself;
+``nondeterministic`` (the two reference runs disagree: count, shapes and dtypes still compared),
+``undefined`` (they differ only where the operator's specification leaves them undefined,
+``opera.verdict.undefined``), ``unstable-reference`` (a second reference of the library disagrees
+with the first). ``opera.run.execution`` calls these after running a test; the thresholds are
+``opera.verdict.oracles``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from opera.outcomes import Outcome, Stage, TestResult
+from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs
+from opera.verdict.signature import converter_of, inconsistency_signature, target_crash_signature
+from opera.verdict.undefined import find_undefined, mask_undefined
+from opera.verdict.unsupported import UnsupportedPatterns, exception_text
+
+__all__ = ["MESSAGE_LIMIT", "first_lines", "input_dtypes", "judge_exception", "judge_outputs"]
+
+MESSAGE_LIMIT = 2000
+
+
+def first_lines(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """A message as stored: stripped, at most ``limit`` characters."""
+    return text.strip()[:limit]
+
+
+def input_dtypes(arrays: list[Any]) -> list[str]:
+    return [a.dtype.name for a in arrays if isinstance(a, np.ndarray)]
+
+
+def _tolerance(inst: Any) -> tuple[float | None, float | None] | None:
+    return (inst.tolerance.atol, inst.tolerance.rtol) if inst.tolerance is not None else None
+
+
+def judge_exception(
+    exc: Exception, unsupported: UnsupportedPatterns, target: Any, stage: Stage, finish: Callable[..., TestResult]
+) -> TestResult:
+    """The verdict on an exception the compiler raised: ``unsupported`` when the target's own words
+    say it does not implement this (a coverage gap), else a ``crash`` signed by where it happened."""
+    matched = unsupported.match(exc, target.name, target.compiler)
+    if matched is not None:
+        return finish(Outcome.UNSUPPORTED, stage, message=first_lines(exception_text(exc)))
+    tb = "".join(traceback.format_exception(exc, limit=-8))
+    return finish(Outcome.CRASH, stage, signature=target_crash_signature(exc, target.name, target), message=first_lines(tb, 4000))
+
+
+def judge_outputs(
+    oracle: OracleConfig,
+    target: Any,
+    built: Any,
+    pristine: list[Any],
+    reference: list[np.ndarray],
+    outputs: list[np.ndarray],
+    nondeterministic: Comparison | None,
+    finish: Callable[..., TestResult],
+) -> TestResult:
+    """The verdict on outputs the compiler produced: pass, inconsistent, or one of the outcomes that
+    say the values could not be judged (nondeterministic, undefined, unstable-reference).
+
+    ``built``: the single-op model (its instance, input names, reference name); ``pristine``: the
+    inputs as fed; ``nondeterministic``: the comparison of the library's two reference runs when
+    they disagreed; ``finish(outcome, stage, **fields)`` makes the ``TestResult``.
+    """
+    from opera.templates import get_template
+
+    inst = built.instance
+    target_name = target.name
+
+    def compare(ref: list[np.ndarray], act: list[np.ndarray], values: bool = True) -> Any:
+        return compare_outputs(
+            ref,
+            act,
+            oracle,
+            target=target_name,
+            input_dtypes=input_dtypes(pristine),
+            tolerance=_tolerance(inst),
+            compare_values=values,
+        )
+
+    def inconsistent(verdict: Any, note: str = "") -> TestResult:
+        return finish(
+            Outcome.INCONSISTENT,
+            Stage.COMPARE,
+            signature=inconsistency_signature(target_name, inst.api, converter_of(target, built)),
+            distance=verdict.distance,
+            message=(verdict.reason + note)[:MESSAGE_LIMIT],
+        )
+
+    # A random operator (by specification) or a reference that disagrees with itself (a Comparison
+    # of the two reference runs): values are not comparable, the rest is.
+    if nondeterministic is not None or oracle.is_random(inst.api):
+        verdict = compare(reference, outputs, values=False)
+        if not verdict.consistent:
+            return inconsistent(verdict)
+        if nondeterministic is not None:
+            return finish(
+                Outcome.NONDETERMINISTIC,
+                Stage.COMPARE,
+                distance=nondeterministic.distance,
+                message=(
+                    f"two reference runs disagree: {nondeterministic.reason[: MESSAGE_LIMIT // 2]}; "
+                    "the compiler's output count, shapes and dtypes match"
+                ),
+            )
+        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
+
+    undefined = find_undefined(
+        oracle.undefined,
+        inst.api,
+        dict(inst.kwargs),
+        dict(zip(_names(built, pristine), pristine, strict=True)),
+        reference,
+    )
+    if undefined is not None and undefined.whole:
+        verdict = compare(reference, outputs, values=False)
+        if not verdict.consistent:
+            return inconsistent(verdict)
+        return finish(Outcome.UNDEFINED, Stage.COMPARE, message=f"values not compared: {undefined.reason}")
+
+    verdict = compare(reference, outputs)
+    if verdict.consistent:
+        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
+    if undefined is not None:
+        defined = compare(reference, mask_undefined(reference, outputs, undefined))
+        if defined.consistent:
+            return finish(
+                Outcome.UNDEFINED,
+                Stage.COMPARE,
+                distance=verdict.distance,
+                message=f"differs only where undefined ({verdict.reason[:300]}): {undefined.reason}",
+            )
+        verdict = defined  # the defined values differ too: judged on those
+
+    # A second, independent reference of the library (onnx.reference beside onnxruntime, torch in
+    # float64): when the library's own references disagree, this is no compiler verdict.
+    template = get_template(inst.library)
+    second = template.second_reference(built, pristine)
+    if second is not None:
+        name, other = second
+        other = _like(other, reference)
+        check = compare_outputs(
+            reference, other, oracle, target=None, input_dtypes=input_dtypes(pristine), tolerance=_tolerance(inst)
+        )
+        if not check.consistent:
+            agrees = compare(other, outputs).consistent
+            return finish(
+                Outcome.UNSTABLE_REFERENCE,
+                Stage.COMPARE,
+                distance=verdict.distance,
+                message=(
+                    f"the references disagree: {_reference_name(built)} vs {name}: {check.reason[:300]}; "
+                    f"the compiler {'agrees' if agrees else 'does not agree'} with {name}; "
+                    f"compiler vs reference: {verdict.reason[:300]}"
+                ),
+            )
+        return inconsistent(verdict, f" (confirmed by a second reference: {name})")
+    return inconsistent(verdict)
+
+
+def _like(outputs: list[np.ndarray], reference: list[np.ndarray]) -> list[np.ndarray]:
+    """A wider second reference (torch in float64) rounded to the first reference's float dtypes,
+    so that the two are compared on values, not on their types."""
+    out = []
+    for k, value in enumerate(outputs):
+        arr = np.asarray(value)
+        ref = np.asarray(reference[k]) if k < len(reference) else None
+        if ref is not None and arr.shape == ref.shape and arr.dtype.kind in "fc" and ref.dtype.kind in "fc":
+            arr = arr.astype(ref.dtype)
+        out.append(arr)
+    return out
+
+
+def _names(built: Any, inputs: list[Any]) -> list[str]:
+    names = list(getattr(built, "input_names", []) or [])
+    return names if len(names) == len(inputs) else [f"input_{i}" for i in range(len(inputs))]
+
+
+def _reference_name(built: Any) -> str:
+    return str(built.details.get("reference", f"{built.instance.library} (eager)"))
