@@ -1,6 +1,6 @@
-"""Pieces shared by the runner benchmarks (runner_overhead, ray_throughput, parallel_ceiling,
-runner_throughput): the seeded sample, the per-mode child process, the load average and the
-results file."""
+"""Pieces shared by the benchmarks: the seeded sample, the per-mode child process, the load average
+and the results file (runner_overhead, ray_throughput, parallel_ceiling, runner_throughput); the
+data-path arguments of the prioritize_* benchmarks."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Default folder of the data the prioritize_* benchmarks read when no path is given on the command
+# line: the published OPERA artifact as opera-artifact/ and the TVM 0.27 equipped corpus as
+# equipped/. $OPERA_SHARED, else shared/ beside the checkout. The repository does not ship them
+# (tests/data/ holds only the slices the tests need).
+SHARED = Path(os.environ.get("OPERA_SHARED", ROOT.parent / "shared"))
 
 
 def add_sample_arguments(parser: argparse.ArgumentParser, n: int, reps: int) -> None:
@@ -23,6 +28,22 @@ def add_sample_arguments(parser: argparse.ArgumentParser, n: int, reps: int) -> 
     parser.add_argument("-n", type=int, default=n)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reps", type=int, default=reps)
+
+
+def data_path(text: str) -> Path:
+    """argparse ``type`` of a data file or folder that must exist: a missing one is a usage error
+    (exit 2, naming the path), never a silent skip. argparse applies it to string defaults too."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(
+            f"{text} does not exist (pass the path on the command line, or set OPERA_SHARED; see --help)"
+        )
+    return path
+
+
+def shown(path: str | Path) -> str:
+    """``path`` relative to the checkout, as results files record it (no machine paths)."""
+    return os.path.relpath(Path(path).resolve(), ROOT)
 
 
 def write_sample(corpus: str, n: int, seed: int, out: Path) -> int:

@@ -6,31 +6,36 @@ does not say which failing tests share a unique bug, so a unique bug is approxim
 (symptom, operator): coarser than the paper's 13 triaged bugs in some places, finer in others.
 The figures are comparable between strategies, not with Table II. Equipped corpus:
 ``ov_equipped_onnx_tc.txt``. The artifact's own order (``ranked_onnx_tc_4_ov.txt``, its
-``count=`` field is the test id) is scored the same way as a reference.
+``count=`` field is the test id) is scored the same way as a reference. All four files are read from
+``onnx/data/`` of the artifact folder given by ``--artifact`` (default: ``opera-artifact/`` in
+$OPERA_SHARED, else in shared/ beside the checkout); a missing one is a usage error.
 
-    nice -n 10 python benchmarks/prioritize_apfd_artifact.py
+    nice -n 10 python benchmarks/prioritize_apfd_artifact.py [--artifact ARTIFACT_DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import os
 import re
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+from _common import ROOT, SHARED, data_path
+
 from opera.prioritize import PrioritizeContext, prioritize
 from opera.prioritize.equipped import EquippedReader
 from opera.report.apfd import apfd, first_bug_positions, rauc_levels
 
-ROOT = Path(__file__).resolve().parent.parent
-# the data published with the paper and the compilers' equipped corpora: shared/ beside the
-# checkout, or wherever OPERA_SHARED says
-SHARED = Path(os.environ.get("OPERA_SHARED", ROOT.parent / "shared"))
-DATA = SHARED / "opera-artifact/onnx/data"
 RESULTS = ROOT / "benchmarks" / "results" / "prioritize_apfd_artifact.json"
+FILES = (
+    "original_migrated_onnx_tc.txt",
+    "detected_bugs_ov.txt",
+    "ov_equipped_onnx_tc.txt",
+    "ranked_onnx_tc_4_ov.txt",
+)
 
 
 def load_bugs(path: Path) -> dict[int, tuple[str, str]]:
@@ -43,10 +48,24 @@ def load_bugs(path: Path) -> dict[int, tuple[str, str]]:
 
 
 def main() -> int:
-    corpus_path = DATA / "original_migrated_onnx_tc.txt"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--artifact",
+        type=data_path,
+        default=str(SHARED / "opera-artifact"),
+        help="the published OPERA artifact's folder (default: $OPERA_SHARED/opera-artifact, "
+        "else shared/opera-artifact beside the checkout)",
+    )
+    parser.add_argument("-o", "--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    data = args.artifact / "onnx" / "data"
+    missing = [name for name in FILES if not (data / name).is_file()]
+    if missing:
+        parser.error(f"{data} lacks {', '.join(missing)}")
+    corpus_path = data / "original_migrated_onnx_tc.txt"
     instances = list(EquippedReader(corpus_path))
     test_ids = [int(i.source.test.rsplit(":", 1)[1]) for i in instances]
-    bugs = load_bugs(DATA / "detected_bugs_ov.txt")
+    bugs = load_bugs(data / "detected_bugs_ov.txt")
     bug_of: dict[str, tuple[str, str]] = {}
     for inst, tid in zip(instances, test_ids, strict=True):
         if tid in bugs:
@@ -54,7 +73,7 @@ def main() -> int:
     unique_ids = list(dict.fromkeys(i.id for i in instances))
     n = len(unique_ids)
     m = len(set(bug_of.values()))
-    equipped = list(EquippedReader(DATA / "ov_equipped_onnx_tc.txt"))
+    equipped = list(EquippedReader(data / "ov_equipped_onnx_tc.txt"))
 
     def score(order: list[str]) -> dict[str, Any]:
         pos = list(first_bug_positions(order, bug_of).values())
@@ -79,7 +98,7 @@ def main() -> int:
         rows[f"{strategy} (mean of {len(runs)} seeds)"] = {
             key: statistics.mean(r[key] for r in runs) for key in runs[0]
         } | {"apfd_stdev": statistics.stdev(r["apfd"] for r in runs)}
-    ranked = (DATA / "ranked_onnx_tc_4_ov.txt").read_text().splitlines()
+    ranked = (data / "ranked_onnx_tc_4_ov.txt").read_text().splitlines()
     id_of_test = {tid: inst.id for inst, tid in zip(instances, test_ids, strict=True)}
     counts = [re.search(r"count=(\d+)", line) for line in ranked]
     artifact_order = list(dict.fromkeys(id_of_test[int(c.group(1))] for c in counts if c is not None))
@@ -92,8 +111,8 @@ def main() -> int:
         print(
             f"{label:<44} {r['apfd']:>6.3f} {r['rauc25']:>7.3f} {r['rauc50']:>7.3f} {r['rauc75']:>7.3f} {r['rauc100']:>8.3f}"
         )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(
         json.dumps(
             {"subject": "ov-onnx (artifact)", "n": n, "m": m, "bug_key": "(symptom, operator)", "rows": rows},
             indent=2,

@@ -6,34 +6,42 @@ For each strategy: the share of the statements covered by the whole corpus that 
 25 and 50 % of its order cover, and the strategy's own time. Writes
 ``benchmarks/results/prioritize_coverage_curve.json``.
 
-    nice -n 10 python benchmarks/prioritize_coverage_curve.py COV [--corpus harvested/onnx.jsonl.gz]
+    nice -n 10 python benchmarks/prioritize_coverage_curve.py COV [--corpus harvested/onnx.jsonl.gz] \
+        [--equipped TVM_0.27_EQUIPPED_ONNX]
+
+The equipped corpus defaults to ``equipped/tvm-0.27_equipped_onnx_tc.txt`` in $OPERA_SHARED, else in
+shared/ beside the checkout; a missing file is a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
+
+from _common import ROOT, SHARED, data_path, shown
 
 from opera.prioritize import prioritize_files
 from opera.prioritize.coverage_data import load_coverage
 
-ROOT = Path(__file__).resolve().parent.parent
-# the data published with the paper and the compilers' equipped corpora: shared/ beside the
-# checkout, or wherever OPERA_SHARED says
-SHARED = Path(os.environ.get("OPERA_SHARED", ROOT.parent / "shared"))
 RESULTS = ROOT / "benchmarks" / "results" / "prioritize_coverage_curve.json"
-EQUIPPED = str(SHARED / "equipped" / "tvm-0.27_equipped_onnx_tc.txt")
 STRATEGIES = ("opera", "op-only", "param-only", "random", "fast", "total-cov", "add-cov")
 FRACTIONS = (0.05, 0.10, 0.25, 0.50)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("coverage")
-    parser.add_argument("--corpus", default=str(ROOT / "harvested" / "onnx.jsonl.gz"))
+    parser.add_argument("coverage", type=data_path)
+    parser.add_argument("--corpus", type=data_path, default=str(ROOT / "harvested" / "onnx.jsonl.gz"))
+    parser.add_argument(
+        "--equipped",
+        type=data_path,
+        default=str(SHARED / "equipped" / "tvm-0.27_equipped_onnx_tc.txt"),
+        help="TVM's own ONNX tests as an equipped corpus (default: $OPERA_SHARED/equipped/"
+        "tvm-0.27_equipped_onnx_tc.txt, else the same under shared/ beside the checkout)",
+    )
+    parser.add_argument("-o", "--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     cov = load_coverage(args.coverage)
     reached = set().union(*map(set, cov.values()))
@@ -42,7 +50,11 @@ def main() -> int:
     print(f"{'strategy':<12}" + "".join(f"{int(f * 100):>6}%" for f in FRACTIONS) + "   seconds")
     for strategy in STRATEGIES:
         ordering, _ = prioritize_files(
-            [args.corpus], target="tvm-onnx", strategy=strategy, equipped=[EQUIPPED], coverage=args.coverage
+            [args.corpus],
+            target="tvm-onnx",
+            strategy=strategy,
+            equipped=[args.equipped],
+            coverage=args.coverage,
         )
         shares = []
         for frac in FRACTIONS:
@@ -55,10 +67,16 @@ def main() -> int:
             "seconds": ordering.seconds,
         }
         print(f"{strategy:<12}" + "".join(f"{s:>7.3f}" for s in shares) + f"   {ordering.seconds:.2f}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(
         json.dumps(
-            {"corpus": args.corpus, "equipped": EQUIPPED, "statements": len(reached), "rows": rows}, indent=2
+            {
+                "corpus": shown(args.corpus),
+                "equipped": shown(args.equipped),
+                "statements": len(reached),
+                "rows": rows,
+            },
+            indent=2,
         )
         + "\n"
     )

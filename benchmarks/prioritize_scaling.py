@@ -7,12 +7,18 @@ partition structure (repeats and new partitions) resembles real data. Every inst
 ``extra["synthetic"]`` number (part of the id, not of any partition) so all ``n`` are distinct.
 Instances are streamed into the strategy, as from a corpus file; their ids are computed by the
 generator, as the corpus reader does. Also measured: the artifact's 1,013-instance ONNX corpus.
+The template corpus is the first of harvested/{torch,onnx,keras}.jsonl.gz with 500 instances or
+more, else the artifact's ONNX corpus.
 
 Each size runs in its own subprocess (peak RSS from ``resource.getrusage``); prioritization time
 excludes generation. The growth exponent ``b`` of ``time ~ a * n^b`` is fitted (least squares in
 log-log) over the synthetic sizes. Writes ``benchmarks/results/prioritize_scaling.json``.
 
-    nice -n 10 python benchmarks/prioritize_scaling.py [--sizes 10000 100000 1000000]
+    nice -n 10 python benchmarks/prioritize_scaling.py [--sizes 10000 100000 1000000] \
+        [--artifact-corpus ORIGINAL_MIGRATED_ONNX] [--equipped-onnx F] [--equipped-torch F] [--equipped-keras F]
+
+Data paths default to files in $OPERA_SHARED, else in shared/ beside the checkout (see --help); a
+missing file is a usage error.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ import argparse
 import functools
 import json
 import math
-import os
 import platform
 import random
 import resource
@@ -34,14 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import ROOT, SHARED, data_path, shown
 
-ROOT = Path(__file__).resolve().parent.parent
-# the data published with the paper and the compilers' equipped corpora: shared/ beside the
-# checkout, or wherever OPERA_SHARED says
-SHARED = Path(os.environ.get("OPERA_SHARED", ROOT.parent / "shared"))
 RESULTS = ROOT / "benchmarks" / "results" / "prioritize_scaling.json"
 ARTIFACT_ONNX = SHARED / "opera-artifact/onnx/data/original_migrated_onnx_tc.txt"
-# Equipped corpus per template library (the operator score needs the compiler's own tests).
+# Default equipped corpus per template library (the operator score needs the compiler's own tests).
 EQUIPPED = {
     "onnx": SHARED / "equipped/tvm-0.27_equipped_onnx_tc.txt",
     "torch": SHARED / "opera-artifact/torch/data/tvm_equipped_torch_tc.txt",
@@ -51,7 +53,7 @@ PERTURB = 0.3
 
 
 @functools.cache
-def _real_corpus() -> tuple[str, list[Any]]:
+def _real_corpus(artifact_onnx: Path) -> tuple[str, list[Any]]:
     from opera.corpus import read_corpus
     from opera.prioritize.equipped import read_equipped
 
@@ -64,7 +66,7 @@ def _real_corpus() -> tuple[str, list[Any]]:
                 continue
             if len(insts) >= 500:
                 return str(path.relative_to(ROOT)), insts
-    return str(ARTIFACT_ONNX), list(read_equipped([ARTIFACT_ONNX]))
+    return shown(artifact_onnx), list(read_equipped([artifact_onnx]))
 
 
 def _perturb_value(value: Any, rng: random.Random, seed: int) -> Any:
@@ -92,10 +94,9 @@ def _perturb_value(value: Any, rng: random.Random, seed: int) -> Any:
     return value
 
 
-def synthetic(n: int, seed: int, clock: list[float]) -> Iterator[Any]:
-    """``n`` distinct synthetic instances; generation time accumulates in ``clock[0]``."""
+def synthetic(real: list[Any], n: int, seed: int, clock: list[float]) -> Iterator[Any]:
+    """``n`` distinct synthetic instances drawn from ``real``; generation time accumulates in ``clock[0]``."""
     t0 = time.perf_counter()
-    _, real = _real_corpus()
     by_op: dict[str, list[Any]] = {}
     for inst in real:
         by_op.setdefault(inst.api, []).append(inst)
@@ -120,32 +121,26 @@ def synthetic(n: int, seed: int, clock: list[float]) -> Iterator[Any]:
         yield inst
 
 
-def _equipped(library: str) -> list[Any]:
-    from opera.prioritize.equipped import read_equipped
-
-    path = EQUIPPED[library]
-    return list(read_equipped([path])) if path.exists() else []
-
-
-def measure_one(kind: str, n: int, seed: int) -> dict[str, Any]:
+def measure_one(
+    kind: str, n: int, seed: int, artifact_onnx: Path, equipped_files: dict[str, Path]
+) -> dict[str, Any]:
     """Run in a child process: prioritize one corpus, report times and peak RSS."""
     from opera.prioritize import PrioritizeContext, prioritize
+    from opera.prioritize.equipped import read_equipped
 
     clock = [0.0]
     if kind == "artifact-onnx":
-        equipped = _equipped("onnx")
-        from opera.prioritize.equipped import read_equipped
-
+        equipped = list(read_equipped([equipped_files["onnx"]]))
         t0 = time.perf_counter()
-        instances: Any = list(read_equipped([ARTIFACT_ONNX]))
+        instances: Any = list(read_equipped([artifact_onnx]))
         for inst in instances:
             _ = inst.id
         clock[0] = time.perf_counter() - t0
         n = len(instances)
     else:
-        _, real = _real_corpus()
-        equipped = _equipped(real[0].library)
-        instances = synthetic(n, seed, clock)
+        _, real = _real_corpus(artifact_onnx)
+        equipped = list(read_equipped([equipped_files[real[0].library]]))
+        instances = synthetic(real, n, seed, clock)
     ctx = PrioritizeContext(equipped=equipped, precover_equipped=True)
     generated_before = clock[0]
     start = time.perf_counter()
@@ -186,15 +181,34 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", default=str(RESULTS))
+    parser.add_argument(
+        "--artifact-corpus",
+        type=data_path,
+        default=str(ARTIFACT_ONNX),
+        help="the OPERA artifact's onnx/data/original_migrated_onnx_tc.txt "
+        "(default: under $OPERA_SHARED/opera-artifact, else shared/opera-artifact beside the checkout)",
+    )
+    for library, default in EQUIPPED.items():
+        parser.add_argument(
+            f"--equipped-{library}",
+            type=data_path,
+            default=str(default),
+            help=f"equipped corpus for {library} templates (default: {shown(default)})",
+        )
     args = parser.parse_args()
+    equipped_files = {library: getattr(args, f"equipped_{library}") for library in EQUIPPED}
     if args.child:
-        print(json.dumps(measure_one(args.child[0], int(args.child[1]), args.seed)))
+        row = measure_one(args.child[0], int(args.child[1]), args.seed, args.artifact_corpus, equipped_files)
+        print(json.dumps(row))
         return 0
-    source, real = _real_corpus()
+    source, real = _real_corpus(args.artifact_corpus)
+    data_args = ["--artifact-corpus", str(args.artifact_corpus)]
+    for library, path in equipped_files.items():
+        data_args += [f"--equipped-{library}", str(path)]
     rows = []
     for kind, n in [("artifact-onnx", 0)] + [("synthetic", n) for n in args.sizes]:
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", kind, str(n), "--seed", str(args.seed)],
+            [sys.executable, __file__, "--child", kind, str(n), "--seed", str(args.seed), *data_args],
             capture_output=True,
             text=True,
             check=False,
@@ -222,7 +236,8 @@ def main() -> int:
         "benchmark": "prioritize_scaling",
         "strategy": "opera (equipped partitions precovered)",
         "template_corpus": source,
-        "equipped": {lib: str(p) for lib, p in EQUIPPED.items()},
+        "artifact_corpus": shown(args.artifact_corpus),
+        "equipped": {lib: shown(p) for lib, p in equipped_files.items()},
         "template_instances": len(real),
         "perturb_probability": PERTURB,
         "machine": {

@@ -37,9 +37,6 @@ STRATEGIES = ("our", "random", "fast", "cov", "delta_cov")
 # rounded from another of its five repetitions). Checked to within 0.001 instead of 3 decimals.
 OFF_BY_ROUNDING = {("tvm", "keras", "random")}
 
-needs_artifact = pytest.mark.skipif(not POSITIONS.exists(), reason="artifact bug positions not present")
-
-
 def _load() -> dict:
     return json.loads(POSITIONS.read_text())
 
@@ -48,7 +45,6 @@ def _apfd_of(data: dict, compiler: str, frontend: str, strategy: str) -> float:
     return apfd(data[compiler][f"{frontend}_{strategy}"], data["n_tests"][frontend])
 
 
-@needs_artifact
 @pytest.mark.parametrize("subject", sorted(TABLE_II), ids=lambda s: "-".join(s))
 def test_table_ii_cells(subject: tuple[str, str]) -> None:
     data = _load()
@@ -61,7 +57,6 @@ def test_table_ii_cells(subject: tuple[str, str]) -> None:
             assert round(value, 3) == expected, (subject, strategy, value)
 
 
-@needs_artifact
 def test_table_ii_average_row() -> None:
     data = _load()
     for i, strategy in enumerate(STRATEGIES):

@@ -1,9 +1,14 @@
-"""The equipped-corpus reader on every file the research artifact and ../equipped ship."""
+"""The equipped-corpus reader on the corpora the research artifact ships and TVM 0.27's own.
+
+The files are vendored under tests/data/equipped/ (tests/data/README.md): whole for the three ONNX
+corpora whose counts are published, a slice (the first records and the first record of every
+operator) of the others.
+"""
 
 from __future__ import annotations
 
+import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -12,15 +17,24 @@ from opera.model import InstanceKind, OperatorInstance
 from opera.prioritize.equipped import EquippedReader, read_equipped
 from opera.values import ObjectSpec, Opaque, TensorSpec
 
-# the equipped corpora (4 MB) are read from shared/ beside the checkout when it is there
-SHARED = Path(os.environ.get("OPERA_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-ARTIFACT = SHARED / "opera-artifact"
-TVM_027 = SHARED / "equipped" / "tvm-0.27_equipped_onnx_tc.txt"
-ALL_FILES = sorted(ARTIFACT.glob("*/data/*_equipped_*_tc*.txt")) + [TVM_027]
+VENDORED = Path(__file__).resolve().parent / "data" / "equipped"
+NAMES = sorted(p.name.removesuffix(".gz") for p in VENDORED.glob("*.txt.gz"))
+TVM_027 = "tvm-0.27_equipped_onnx_tc.txt"
 
-pytestmark = pytest.mark.skipif(
-    not TVM_027.exists(), reason="the shared equipped corpora are not on this machine"
-)
+
+@pytest.fixture(scope="module")
+def equipped_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The vendored files unpacked under their original names (the reader keys on the name)."""
+    out = tmp_path_factory.mktemp("equipped")
+    for name in NAMES:
+        (out / name).write_bytes(gzip.decompress((VENDORED / f"{name}.gz").read_bytes()))
+    return out
+
+
+def test_every_equipped_corpus_is_vendored() -> None:
+    # 11 files: 6 ONNX (TVM 0.27 and the artifact's five), 2 Keras, 3 PyTorch
+    assert len(NAMES) == 11 and TVM_027 in NAMES
+    assert {n.split("_tc")[0].rsplit("_", 1)[1] for n in NAMES} == {"onnx", "keras", "torch"}
 
 
 def _expected_records(path: Path) -> int:
@@ -31,8 +45,9 @@ def _expected_records(path: Path) -> int:
     return sum(line.startswith(("make_graph(", "layer_test(")) for line in lines)
 
 
-@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
-def test_every_record_of_every_shipped_file_is_read_and_serializable(path: Path) -> None:
+@pytest.mark.parametrize("name", NAMES)
+def test_every_record_of_every_shipped_file_is_read_and_serializable(equipped_dir: Path, name: str) -> None:
+    path = equipped_dir / name
     reader = EquippedReader(path)
     instances = list(reader)
     assert reader.skipped == {}
@@ -43,23 +58,25 @@ def test_every_record_of_every_shipped_file_is_read_and_serializable(path: Path)
 
 
 @pytest.mark.parametrize(
-    ("path", "records", "op_types"),
+    ("name", "records", "op_types"),
     [
-        (TVM_027, 1991, 160),  # ../equipped/README.md
-        (ARTIFACT / "onnx/data/tvm_equipped_onnx_tc.txt", 758, 142),  # the same README: TVM 0.13
-        (ARTIFACT / "onnx/data/original_migrated_onnx_tc.txt", 1013, 182),  # ../opera-artifact/README.md
+        (TVM_027, 1991, 160),  # the README of the TVM 0.27 corpus
+        ("tvm_equipped_onnx_tc.txt", 758, 142),  # the same README: TVM 0.13
+        ("original_migrated_onnx_tc.txt", 1013, 182),  # the artifact's README
     ],
     ids=["tvm-0.27", "tvm-0.13", "migrated"],
 )
-def test_counts_match_the_published_figures(path: Path, records: int, op_types: int) -> None:
-    instances = list(read_equipped([path]))
+def test_counts_match_the_published_figures(
+    equipped_dir: Path, name: str, records: int, op_types: int
+) -> None:
+    instances = list(read_equipped([equipped_dir / name]))
     assert len(instances) == records
     assert len({inst.api for inst in instances}) == op_types
     assert all(inst.library == "onnx" and inst.api.startswith("onnx::") for inst in instances)
 
 
-def test_onnx_record_fields() -> None:
-    instances = list(EquippedReader(TVM_027))
+def test_onnx_record_fields(equipped_dir: Path) -> None:
+    instances = list(EquippedReader(equipped_dir / TVM_027))
     matmul = next(i for i in instances if i.api == "onnx::MatMul")
     assert matmul.kind is InstanceKind.ONNX_NODE
     assert matmul.inputs == (TensorSpec("float32", (None, None)), TensorSpec("float32", (48, 64)))
@@ -73,22 +90,37 @@ def test_onnx_record_fields() -> None:
     )
 
 
-def test_torch_function_and_module_records() -> None:
-    ov_torch = list(EquippedReader(ARTIFACT / "torch/data/ov_equipped_torch_tc.txt"))
+def test_torch_function_and_module_records(equipped_dir: Path) -> None:
+    ov_torch = list(EquippedReader(equipped_dir / "ov_equipped_torch_tc.txt"))
     first = ov_torch[0]
     assert first.api == "torch.nn.functional.adaptive_avg_pool3d" and first.kind is InstanceKind.FUNCTION
     assert first.args == (TensorSpec("float32", (1, 2, 8, 9, 10)), [5, 7, 9])
-    trt_torch = list(EquippedReader(ARTIFACT / "torch/data/trt_equipped_torch_tc.txt"))
+    trt_torch = list(EquippedReader(equipped_dir / "trt_equipped_torch_tc.txt"))
     conv = trt_torch[1]  # verify_model(torch.nn.Conv2d(512,1000,kernel_size=1,).eval(), input_data=[...])
     assert conv.api == "torch.nn.Conv2d" and conv.kind is InstanceKind.MODULE
     assert conv.args == (512, 1000) and conv.kwargs == {"kernel_size": 1}
     assert conv.inputs == (TensorSpec("float16", (1, 3, 224, 224)),)
-    methods = [i for i in ov_torch + trt_torch if i.api.startswith("torch.Tensor.")]
-    assert all(isinstance(i.args[0], TensorSpec) for i in methods)
 
 
-def test_keras_records() -> None:
-    tvm_keras = list(EquippedReader(ARTIFACT / "keras/data/tvm_equipped_keras_tc.txt"))
+def test_torch_method_record(tmp_path: Path) -> None:
+    # No artifact file has a Tensor-method record (forward returning args[0].m(...)); one in their format.
+    path = tmp_path / "method_equipped_torch_tc.txt"
+    path.write_text(
+        "# test_id: 0 \n"
+        "para_0 = torch.randn([2, 6], dtype=torch.float32)\n"
+        "para_1 = [3, 4]\n"
+        "class view(Module):\n"
+        "    def forward(self, *args):\n"
+        "        return args[0].view(para_1,)\n"
+        "verify_model(view().float().eval(), input_data=para_0)\n"
+    )
+    (method,) = EquippedReader(path)
+    assert method.api == "torch.Tensor.view" and method.kind is InstanceKind.FUNCTION
+    assert method.args == (TensorSpec("float32", (2, 6)), [3, 4])
+
+
+def test_keras_records(equipped_dir: Path) -> None:
+    tvm_keras = list(EquippedReader(equipped_dir / "tvm_equipped_keras_tc.txt"))
     conv = tvm_keras[
         0
     ]  # layer_test(keras.layers.Conv2D,args=(8,[3, 3],),kwargs={'padding':"same",},input_shape=[None, 32, 32, 3],...)
