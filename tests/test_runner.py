@@ -13,7 +13,8 @@ from _run_fixtures import dropout, fault, opaque, rejected, relus, write
 
 from opera.errors import OperaError
 from opera.outcomes import Outcome, Stage
-from opera.run.runner import RunConfig, parse_duration, plan_tests, read_order, start_run
+from opera.prioritize import read_order
+from opera.run.runner import RunConfig, parse_duration, plan_tests, start_run
 from opera.store import ResultStore
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -111,7 +112,7 @@ def test_plan_order_limit_and_durations(tmp_path) -> None:
     order_file.write_text(f"# best first\n{ids[2]}\n\n{ids[0]}  # a comment\n")
     notes: list[str] = []
     planned = plan_tests(
-        instances, {"test-wrong": "onnx", "tvm-torch": "torch"}, order=read_order(order_file), notes=notes
+        instances, {"test-wrong": "onnx", "tvm-torch": "torch"}, order=read_order(order_file)[0], notes=notes
     )
     assert [p[0] for p in planned] == [ids[2], ids[0], ids[1], ids[3]]  # the rest follow in corpus order
     assert all(t == "test-wrong" for _, t in planned) and "2 corpus instance(s)" in notes[0]

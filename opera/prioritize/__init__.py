@@ -79,29 +79,43 @@ def write_order(path: str | os.PathLike[str], ids: Iterable[str], header: Mappin
 
 
 def read_order(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, str]]:
-    """(ids, header) of an order file."""
+    """(ids, header) of an order file: the one reader of the format ``write_order`` writes.
+
+    Both ``opera run --order`` and the report (an order file's header) read through here. One
+    instance id per line; blank lines are skipped; a line starting with ``#`` is a comment, and a
+    ``# key: value`` comment is a header entry; ``ID  # note`` (a comment after the id) is allowed.
+    A line holding anything else (two words, an id named twice) is an ``OperaError`` naming the
+    file and the line: an order file is written by a program, so a malformed one is a mistake to
+    report, not to guess around.
+    """
     p = Path(path)
-    if not p.exists():
-        raise OperaError(f"order file not found: {p}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise OperaError(f"order file not found: {p}") from None
+    except UnicodeDecodeError as exc:
+        raise OperaError(f"order file {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise OperaError(f"order file {p}: {exc.strerror or exc}") from None
     ids: list[str] = []
     header: dict[str, str] = {}
-    seen: set[str] = set()
-    with open(p, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.strip()
-            if not text:
-                continue
-            if text.startswith("#"):
-                key, sep, value = text[1:].partition(":")
-                if sep:
-                    header[key.strip()] = value.strip()
-                continue
-            if " " in text or text in seen:
-                raise OperaError(
-                    f"{p}:{lineno}: {'duplicate id' if text in seen else 'not an instance id'} {text!r}"
-                )
-            seen.add(text)
-            ids.append(text)
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            key, sep, value = stripped[1:].partition(":")
+            if sep:
+                header[key.strip()] = value.strip()
+            continue
+        token = stripped.split("#", 1)[0].strip()
+        if not token:
+            continue
+        if len(token.split()) > 1:
+            raise OperaError(f"{p}:{lineno}: not an instance id: {token!r} (one id per line)")
+        if token in first_line:
+            raise OperaError(f"{p}:{lineno}: duplicate id {token!r} (first on line {first_line[token]})")
+        first_line[token] = lineno
+        ids.append(token)
     return ids, header
 
 

@@ -9,9 +9,10 @@ test gets two results (a test that was in flight when the run died has no result
 Instances the validity gate rejected (``valid is False``) or that are not migratable are recorded
 as ``invalid`` by the runner itself, without a worker.
 
-Order files: one instance id per line, ``#`` starts a comment. An id not in the corpus is an
-error. Corpus instances the order does not name run *after* the ordered ones, in corpus order: an
-order is a priority, not a filter (``--limit`` is the filter); the count is reported.
+Order files are read by ``opera.prioritize.read_order`` (the format ``opera prioritize`` writes:
+one instance id per line, ``#`` starts a comment); a malformed line or an id not in the corpus is
+an error. Corpus instances the order does not name run *after* the ordered ones, in corpus order:
+an order is a priority, not a filter (``--limit`` is the filter); the count is reported.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from opera.corpus import CorpusReader
 from opera.errors import OperaError
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, TestResult
+from opera.prioritize import read_order
 from opera.progress import progress_bar
 from opera.run.execution import instance_size, invalid_result
 from opera.run.executors import (
@@ -54,7 +56,6 @@ __all__ = [
     "load_instances",
     "parse_duration",
     "plan_tests",
-    "read_order",
     "resume_run",
     "start_run",
 ]
@@ -153,21 +154,6 @@ class RunSummary:
 
 
 # ---- planning -------------------------------------------------------------------------------
-
-
-def read_order(path: str | Path) -> list[str]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise OperaError(f"order file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OperaError(f"order file {path}: {exc}") from None
-    ids: list[str] = []
-    for line in text.splitlines():
-        token = line.split("#", 1)[0].strip()
-        if token:
-            ids.append(token.split()[0])
-    return ids
 
 
 def load_instances(corpus: Iterable[str]) -> dict[str, OperatorInstance]:
@@ -306,7 +292,7 @@ def start_run(
         raise OperaError("budget must be positive")
     targets = _resolve_targets(config.targets, check_here=config.executor == "local")
     notes: list[str] = []
-    order = read_order(config.order) if config.order else None
+    order = read_order(config.order)[0] if config.order else None
     instances = load_instances(config.corpus)
     planned = plan_tests(
         instances, {n: t.library for n, t in targets.items()}, order=order, limit=config.limit, notes=notes
