@@ -13,15 +13,16 @@ Third parties can register both through the ``opera.recorders`` / ``opera.source
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
 
 from opera.errors import HarvestError
 from opera.model import OperatorInstance, Source
+from opera.registry import Registry
 
 __all__ = [
     "RECORDERS",
@@ -32,24 +33,17 @@ __all__ = [
     "get_recorder",
     "get_source",
     "harvest_source",
+    "register_recorder",
     "sources_for",
 ]
 
-# library -> "module:Class"; imported lazily because importing a DL library costs seconds.
-RECORDERS: dict[str, str] = {
-    "torch": "opera.instrumentation.torch_recorder:TorchRecorder",
-    "keras": "opera.instrumentation.keras_recorder:KerasRecorder",
-    "onnx": "opera.instrumentation.onnx_recorder:OnnxRecorder",
-}
-
-# Modules that define @harvest_source functions, imported when sources are listed.
-# Source modules per library, imported only when that library is harvested (importing the keras
-# sources must not pull TensorFlow into a torch harvest).
-_SOURCE_MODULES: dict[str, tuple[str, ...]] = {
-    "torch": ("opera.instrumentation.torch_sources", "opera.instrumentation.pytest_source"),
-    "keras": ("opera.instrumentation.keras_sources", "opera.instrumentation.pytest_source"),
-    "onnx": ("opera.instrumentation.onnx_sources", "opera.instrumentation.pytest_source"),
-}
+# A library's recorder is ``<library>_recorder.py`` here (a ``BaseRecorder`` subclass decorated with
+# ``@register_recorder``), or a module of a third-party package in the ``opera.recorders`` entry
+# point group; imported only when that library is harvested (importing a DL library costs seconds).
+# Its harvest sources are the ``@harvest_source`` functions of ``<library>_sources.py`` and of the
+# library-independent modules in ``_COMMON_SOURCE_MODULES`` (importing the keras sources must not
+# pull TensorFlow into a torch harvest), plus the ``opera.sources`` entry point group.
+_COMMON_SOURCE_MODULES = ("pytest_source",)
 
 
 class BaseRecorder:
@@ -124,19 +118,20 @@ class BaseRecorder:
         return ""
 
 
-def _load(path: str) -> Any:
-    module_name, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+RECORDERS: Registry[type[BaseRecorder]] = Registry(
+    "library", __name__, group="opera.recorders", module_suffix="_recorder", error=HarvestError
+)
+
+
+def register_recorder(cls: type[BaseRecorder]) -> type[BaseRecorder]:
+    """Class decorator: the recorder of ``cls.library`` (its module must be ``<library>_recorder``)."""
+    if not cls.library:
+        raise ValueError(f"{cls.__qualname__} has no library")
+    return RECORDERS.add(cls.library, cls)
 
 
 def get_recorder(library: str, sink: Callable[[OperatorInstance], None] | None = None) -> BaseRecorder:
-    spec = RECORDERS.get(library)
-    if spec is None:
-        for ep in entry_points(group="opera.recorders"):
-            if ep.name == library:
-                return ep.load()(sink)
-        raise HarvestError(f"unknown library {library!r}; known: {', '.join(sorted(RECORDERS))}")
-    return _load(spec)(sink)
+    return RECORDERS.get(library)(sink)
 
 
 @dataclass(frozen=True)
@@ -173,8 +168,10 @@ def harvest_source(library: str, name: str, *, default: bool = False) -> Callabl
 
 
 def _import_sources(library: str) -> None:
-    for module in _SOURCE_MODULES.get(library, ("opera.instrumentation.pytest_source",)):
-        importlib.import_module(module)
+    own = f"{library}_sources"
+    here = {info.name for info in pkgutil.iter_modules(__path__)}
+    for module in ((own,) if own in here else ()) + _COMMON_SOURCE_MODULES:
+        importlib.import_module(f"{__name__}.{module}")
     for ep in entry_points(group="opera.sources"):
         ep.load()
 

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.instrumentation import BaseRecorder
+from opera.instrumentation import BaseRecorder, register_recorder
 from opera.model import InstanceKind, OperatorInstance
 from opera.values import DTYPES, CallableRef, DType, ObjectSpec, Opaque, TensorSpec, dtype_name
 
@@ -218,6 +218,7 @@ def _symbolic_spec(dtype: Any, shape: Any) -> TensorSpec | Opaque:
     return TensorSpec(dtype=name, shape=dims, seed=0, low=-1.0, high=1.0)
 
 
+@register_recorder
 class KerasRecorder(BaseRecorder):
     library = "keras"
 

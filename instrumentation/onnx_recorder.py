@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.instrumentation import BaseRecorder
+from opera.instrumentation import BaseRecorder, register_recorder
 from opera.model import InstanceKind, OperatorInstance, Source
 from opera.templates.onnx_template import attribute_to_value, runtime_value, tensor_to_value
 from opera.values import Opaque, TensorSpec, ValueEncodingError, dtype_name
@@ -177,6 +177,7 @@ def test_values(model: Any, inputs: Iterable[Any]) -> dict[str, Any]:
     return {vi.name: runtime_value(value, vi.type) for vi, value in zip(graph_inputs, inputs, strict=False)}
 
 
+@register_recorder
 class OnnxRecorder(BaseRecorder):
     library = "onnx"
 

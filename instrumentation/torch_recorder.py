@@ -37,7 +37,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from opera.instrumentation import BaseRecorder
+from opera.instrumentation import BaseRecorder, register_recorder
 from opera.model import InstanceKind, OperatorInstance
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
@@ -345,6 +345,7 @@ class _RecordingMode(TorchFunctionMode):
         return result
 
 
+@register_recorder
 class TorchRecorder(BaseRecorder):
     """Records top-level torch function, Tensor-method and ``torch.nn`` module calls."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
@@ -15,7 +16,15 @@ __all__ = ["SCHEMA_VERSION", "InstanceKind", "OperatorInstance", "Origin", "Sour
 # Bump when the line format changes incompatibly; readers refuse newer versions.
 SCHEMA_VERSION = 1
 
-LIBRARIES = ("torch", "keras", "onnx")
+
+
+@functools.lru_cache(maxsize=1)
+def known_libraries() -> tuple[str, ...]:
+    """The source libraries Opera can build models of: one per template (``opera.templates``,
+    found by file name, nothing imported). A new library is a template + a recorder, no table."""
+    from opera.templates import TEMPLATES
+
+    return tuple(TEMPLATES.names())
 
 
 class InstanceKind(str, Enum):  # noqa: UP042 (str() must stay the value in f-strings on 3.11)
@@ -159,7 +168,7 @@ class OperatorInstance:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> OperatorInstance:
         library = obj["library"]
-        if library not in LIBRARIES:
+        if library not in known_libraries():
             raise ValueError(f"unknown library {library!r}")
         tol = obj.get("tolerance")
         inst = cls(

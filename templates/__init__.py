@@ -5,28 +5,25 @@ A template ``build``s a ``SingleOpModel``: the model in its own library, the see
 ``torch.export`` program, an ONNX ``ModelProto``, a TFLite flatbuffer, a Keras model) and standalone
 reproducer scripts are produced by the same template module (DESIGN.md section 5).
 
-Adding a library means adding ``<lib>_template.py`` with a ``Template`` subclass and naming it in
-``TEMPLATES``.
+Adding a library means adding ``<lib>_template.py`` here with a ``Template`` subclass decorated
+with ``@register_template`` (and a recorder, ``instrumentation/<lib>_recorder.py``): the library's
+name is then known everywhere (corpora, harvest, run) with no table to edit. A third-party package
+names its template module in the ``opera.templates`` entry point group. A template module is
+imported only when its library is used (it imports the library: seconds).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from opera.errors import OperaError
 from opera.model import OperatorInstance
+from opera.registry import Registry
 
-__all__ = ["TEMPLATES", "SingleOpModel", "Template", "get_template", "output_signature"]
+__all__ = ["TEMPLATES", "SingleOpModel", "Template", "get_template", "output_signature", "register_template"]
 
-TEMPLATES: dict[str, str] = {
-    "torch": "opera.templates.torch_template:TorchTemplate",
-    "keras": "opera.templates.keras_template:KerasTemplate",
-    "onnx": "opera.templates.onnx_template:OnnxTemplate",
-}
 
 
 @dataclass
@@ -81,14 +78,21 @@ def output_signature(outputs: list[np.ndarray]) -> tuple[str, ...]:
     return tuple(f"{np.asarray(o).dtype}[{','.join(str(d) for d in np.shape(o))}]" for o in outputs)
 
 
+TEMPLATES: Registry[type[Template]] = Registry("template", __name__, group="opera.templates", module_suffix="_template")
+
+
+def register_template(cls: type[Template]) -> type[Template]:
+    """Class decorator: the template of ``cls.library`` (its module must be ``<library>_template``)."""
+    if not cls.library:
+        raise ValueError(f"{cls.__qualname__} has no library")
+    return TEMPLATES.add(cls.library, cls)
+
+
 _cache: dict[str, Template] = {}
 
 
 def get_template(library: str) -> Template:
+    """The (cached) template instance of ``library``."""
     if library not in _cache:
-        spec = TEMPLATES.get(library)
-        if spec is None:
-            raise OperaError(f"no template for library {library!r}")
-        module_name, _, attr = spec.partition(":")
-        _cache[library] = getattr(importlib.import_module(module_name), attr)()
+        _cache[library] = TEMPLATES.get(library)()
     return _cache[library]

@@ -30,7 +30,7 @@ import numpy as np
 
 from opera.model import InstanceKind, OperatorInstance
 from opera.outputs import flatten_outputs
-from opera.templates import SingleOpModel, Template
+from opera.templates import SingleOpModel, Template, register_template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -160,6 +160,7 @@ def _flatten(value: Any) -> list[Any]:
     return list(keras.tree.flatten(value))
 
 
+@register_template
 class KerasTemplate(Template):
     library = "keras"
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from opera.model import OperatorInstance
 from opera.outputs import flatten_outputs
-from opera.templates import SingleOpModel, Template
+from opera.templates import SingleOpModel, Template, register_template
 from opera.values import DTYPES, ObjectSpec, TensorSpec, ValueEncodingError, dtype_name
 
 __all__ = [
@@ -361,6 +361,7 @@ def model_bytes(built: SingleOpModel) -> bytes:
     return bytes(built.model.SerializeToString())
 
 
+@register_template
 class OnnxTemplate(Template):
     library = "onnx"
 

@@ -33,7 +33,7 @@ from torch import nn
 
 from opera.model import InstanceKind, OperatorInstance
 from opera.outputs import flatten_outputs as _flatten_outputs
-from opera.templates import SingleOpModel, Template
+from opera.templates import SingleOpModel, Template, register_template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
 __all__ = [
@@ -329,6 +329,7 @@ def _data_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]
     return None
 
 
+@register_template
 class TorchTemplate(Template):
     library = "torch"
 

@@ -17,10 +17,9 @@ import pytest
 from _run_fixtures import relu
 
 from opera.outcomes import Outcome
-from opera.run import targets as targets_module
 from opera.run.execution import WorkerState, execute_task
 from opera.run.executors import TestTask, WorkerSettings
-from opera.run.targets import Target, get_target, register_target, target_classes
+from opera.run.targets import TARGETS, Target, get_target, register_target, target_classes
 from opera.run.targets.testing import TestWrongTarget
 from opera.templates import SingleOpModel
 from opera.verdict.oracles import load_oracle_config
@@ -51,7 +50,7 @@ def one_file_target() -> Iterator[type[Target]]:
     try:
         yield OneFileTarget
     finally:
-        targets_module._REGISTRY.pop(OneFileTarget.name, None)
+        TARGETS.remove(OneFileTarget.name)
 
 
 def _verdict(inst, target: str, tmp_path: Path, **settings):  # type: ignore[no-untyped-def]

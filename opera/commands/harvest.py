@@ -13,7 +13,7 @@ HELP = "record operator instances from library test suites into a corpus file"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("library", help=f"source library: {', '.join(sorted(RECORDERS))}")
+    parser.add_argument("library", help=f"source library: {', '.join(RECORDERS.names())}")
     parser.add_argument("--source", action="append", default=[], help="a ready-made source (repeatable); --list-sources shows them")
     parser.add_argument("-o", "--output", help="corpus file to write (.jsonl or .jsonl.gz)")
     parser.add_argument("--limit", type=int, default=None, help="stop each source after N instances")
@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from opera.harvest.driver import run_harvest
 
-    if args.library not in RECORDERS:
-        raise HarvestError(f"unknown library {args.library!r}; known: {', '.join(sorted(RECORDERS))}")
+    if args.library not in RECORDERS.names():
+        raise HarvestError(f"unknown library {args.library!r}; known: {', '.join(RECORDERS.names())}")
     if args.list_sources:
         for spec in sources_for(args.library):
             print(f"{spec.name:16s} {'(default) ' if spec.default else ''}{spec.description}")

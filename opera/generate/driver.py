@@ -28,7 +28,7 @@ from opera.generate.mutations import apply_mutation, mutation_choices
 from opera.generate.novelty import NoveltyMeter
 from opera.generate.profiles import ApiProfile, learn_profiles
 from opera.generate.related import related_operators
-from opera.model import LIBRARIES, OperatorInstance, Origin, Source
+from opera.model import OperatorInstance, Origin, Source, known_libraries
 from opera.prioritize.partitions import operator_key
 from opera.progress import progress_bar
 
@@ -131,9 +131,9 @@ def _load(
                 loaded.append(inst)
         except CorpusError as exc:
             library = reader.stats.header.get("library")
-            if library is not None and library not in LIBRARIES:
+            if library is not None and library not in known_libraries():
                 messages.append(
-                    f"{path}: corpus from an unknown library {library!r} (known: {', '.join(LIBRARIES)}); skipped"
+                    f"{path}: corpus from an unknown library {library!r} (known: {', '.join(known_libraries())}); skipped"
                 )
             elif "unknown library" in str(exc):
                 messages.append(f"{path}: corpus from an unknown library ({exc}); skipped")
@@ -164,8 +164,8 @@ def generate(
     if options.per_api < 1:
         raise OperaError("--per-api must be at least 1")
     for lib in options.libraries:
-        if lib not in LIBRARIES:
-            raise OperaError(f"unknown library {lib!r}; known: {', '.join(LIBRARIES)}")
+        if lib not in known_libraries():
+            raise OperaError(f"unknown library {lib!r}; known: {', '.join(known_libraries())}")
     summary = GenerateSummary(output=Path(output), seed=options.seed)
     instances = _load(corpus_paths, options.libraries, summary.messages)
     if not instances:

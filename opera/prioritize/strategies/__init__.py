@@ -1,24 +1,24 @@
 """Prioritization strategies, one module each behind one small interface (DESIGN.md section 9).
 
 A strategy turns the (de-duplicated) instances of a corpus into an order of their ids. It registers
-itself with ``@register_strategy``; adding a strategy is adding a module and naming it in
-``STRATEGY_MODULES`` (or in the ``opera.strategies`` entry point group of a third-party package).
+itself with ``@register_strategy``; adding a strategy is adding a module to this package (every
+module here is imported to find them; see ``opera.registry``), or naming a module of a third-party
+package in the ``opera.strategies`` entry point group.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
 from opera.errors import OperaError
 from opera.model import OperatorInstance
+from opera.registry import Registry
 
 __all__ = [
-    "STRATEGY_MODULES",
+    "STRATEGIES",
     "PrioritizeContext",
     "Strategy",
     "UnknownStrategy",
@@ -26,17 +26,6 @@ __all__ = [
     "register_strategy",
     "strategy_names",
 ]
-
-STRATEGY_MODULES: tuple[str, ...] = (
-    "opera.prioritize.strategies.opera",
-    "opera.prioritize.strategies.op_only",
-    "opera.prioritize.strategies.param_only",
-    "opera.prioritize.strategies.random",
-    "opera.prioritize.strategies.fast",
-    "opera.prioritize.strategies.total_cov",
-    "opera.prioritize.strategies.add_cov",
-)
-
 
 class UnknownStrategy(OperaError):
     pass
@@ -74,38 +63,20 @@ class Strategy:
         raise NotImplementedError
 
 
-_REGISTRY: dict[str, type[Strategy]] = {}
-_loaded = False
+STRATEGIES: Registry[type[Strategy]] = Registry(
+    "strategy", __name__, group="opera.strategies", error=UnknownStrategy
+)
 
 
 def register_strategy(cls: type[Strategy]) -> type[Strategy]:
     if not cls.name:
         raise ValueError(f"{cls.__qualname__} has no name")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"strategy {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    for module in STRATEGY_MODULES:
-        importlib.import_module(module)
-    for ep in entry_points(group="opera.strategies"):
-        ep.load()
-    _loaded = True
+    return STRATEGIES.add(cls.name, cls)
 
 
 def strategy_names() -> list[str]:
-    _load()
-    return sorted(_REGISTRY)
+    return STRATEGIES.names()
 
 
 def get_strategy(name: str) -> Strategy:
-    _load()
-    try:
-        return _REGISTRY[name]()
-    except KeyError:
-        raise UnknownStrategy(f"unknown strategy {name!r} (known: {', '.join(sorted(_REGISTRY))})") from None
+    return STRATEGIES.get(name)()

@@ -9,7 +9,6 @@ going with the other tests.
 
 from __future__ import annotations
 
-import importlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any, Protocol
 
 from opera.model import OperatorInstance
 from opera.outcomes import TestResult
+from opera.registry import Registry
 
 __all__ = [
     "EXECUTORS",
@@ -153,10 +153,6 @@ class Executor(Protocol):
 
 ExecutorFactory = Callable[[int, WorkerSettings], Executor]
 
-# Executor name -> module; each module has ``prepare(ExecutorRequest) -> ExecutorFactory``.
-EXECUTORS: dict[str, str] = {"local": "opera.run.executors.local", "ray": "opera.run.executors.ray"}
-
-
 @dataclass(frozen=True)
 class ExecutorRequest:
     """What a run asks of an executor before it starts (``prepare`` checks it: one clear
@@ -168,11 +164,14 @@ class ExecutorRequest:
     max_rss_bytes: int | None = None  # None: the executor's per-machine default
 
 
-def prepare_executor(name: str, request: ExecutorRequest) -> ExecutorFactory:
-    from opera.errors import OperaError
+# An executor is a module of this package named after it (``local.py``, ``ray.py``), or of a
+# third-party package in the ``opera.executors`` entry point group, that registers its
+# ``prepare(ExecutorRequest) -> ExecutorFactory`` with ``@EXECUTORS.register("<name>")``. Modules are
+# imported only when their executor is asked for (Ray is an optional dependency).
+EXECUTORS: Registry[Callable[[ExecutorRequest], ExecutorFactory]] = Registry(
+    "executor", __name__, group="opera.executors", module_suffix=""
+)
 
-    module = EXECUTORS.get(name)
-    if module is None:
-        raise OperaError(f"unknown executor {name!r}; known: {', '.join(EXECUTORS)}")
-    factory: ExecutorFactory = importlib.import_module(module).prepare(request)
-    return factory
+
+def prepare_executor(name: str, request: ExecutorRequest) -> ExecutorFactory:
+    return EXECUTORS.get(name)(request)

@@ -34,6 +34,7 @@ from typing import Any
 from opera.errors import OperaError
 from opera.outcomes import Stage
 from opera.run.executors import (
+    EXECUTORS,
     ExecutorFactory,
     ExecutorRequest,
     TaskOutcome,
@@ -60,6 +61,7 @@ def default_max_rss_bytes(workers: int) -> int:
     return max(1 << 30, int(available * 0.8 / max(1, workers)))
 
 
+@EXECUTORS.register("local")
 def prepare(request: ExecutorRequest) -> ExecutorFactory:
     """The local pool needs nothing checked up front (targets were checked on this machine)."""
     return LocalExecutor

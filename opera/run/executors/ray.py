@@ -50,6 +50,7 @@ from typing import Any
 
 from opera.errors import OperaError
 from opera.run.executors import (
+    EXECUTORS,
     ExecutorFactory,
     ExecutorRequest,
     TaskOutcome,
@@ -284,6 +285,7 @@ def _plan(request: ExecutorRequest, where: str) -> ClusterPlan:
     )
 
 
+@EXECUTORS.register("ray")
 def prepare(request: ExecutorRequest) -> ExecutorFactory:
     """Connect, check the cluster against the targets, and return the executor factory."""
     where = connect(request.address, num_cpus=request.workers or None)

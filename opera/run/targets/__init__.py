@@ -20,20 +20,19 @@ import abc
 import importlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from opera.errors import OperaError
+from opera.registry import Registry
 from opera.templates import SingleOpModel
 
 if TYPE_CHECKING:
     from opera.reproduce.steps import ReproducerSteps
 
 __all__ = [
-    "TARGET_MODULES",
+    "TARGETS",
     "ArtifactError",
     "HarnessError",
     "Target",
@@ -43,17 +42,6 @@ __all__ = [
     "register_target",
     "target_classes",
 ]
-
-# Modules imported to fill the registry. Importing one must be cheap: a target imports its
-# compiler lazily (in availability/convert), never at module import time.
-TARGET_MODULES: tuple[str, ...] = (
-    "opera.run.targets.tvm",
-    "opera.run.targets.openvino",
-    "opera.run.targets.tensorrt",
-    "opera.run.targets.inductor",
-    "opera.run.targets.testing",
-)
-
 
 class ArtifactError(Exception):
     """The source library could not produce the artifact this frontend consumes.
@@ -171,46 +159,29 @@ class Target(abc.ABC):
         return tuple(seen)
 
 
-_REGISTRY: dict[str, type[Target]] = {}
-_loaded = False
+# Every module of this package (but the ``_private`` helpers) is imported to fill the registry, so
+# importing one must be cheap: a target imports its compiler lazily (in availability/convert),
+# never at module import time.
+TARGETS: Registry[type[Target]] = Registry("target", __name__, group="opera.targets")
 
 
 def register_target(cls: type[Target]) -> type[Target]:
+    """Class decorator: register a target under its ``name`` (checked for the required attributes)."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
     if not cls.library or not cls.compiler:
         raise ValueError(f"target {cls.name}: library and compiler must be declared")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def _load_all() -> None:
-    global _loaded
-    if _loaded:
-        return
-    for module in TARGET_MODULES:
-        importlib.import_module(module)
-    for ep in entry_points(group="opera.targets"):
-        ep.load()
-    _loaded = True
+    return TARGETS.add(cls.name, cls)
 
 
 def target_classes(include_test_only: bool = True) -> list[type[Target]]:
     """The registered target classes by name, without instantiating them."""
-    _load_all()
-    return [cls for _, cls in sorted(_REGISTRY.items()) if include_test_only or not cls.test_only]
+    return [cls for _, cls in TARGETS.items() if include_test_only or not cls.test_only]
 
 
 def all_targets(include_test_only: bool = False) -> list[Target]:
-    _load_all()
-    targets = [factory() for _, factory in sorted(_REGISTRY.items())]
-    return [t for t in targets if include_test_only or not t.test_only]
+    return [cls() for cls in target_classes(include_test_only)]
 
 
 def get_target(name: str) -> Target:
-    _load_all()
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        known = ", ".join(t.name for t in all_targets()) or "none"
-        raise OperaError(f"unknown target {name!r}; known targets: {known}")
-    return factory()
+    return TARGETS.get(name)()
