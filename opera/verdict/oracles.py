@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from opera.errors import OperaError
+from opera.verdict.config import read_config
 from opera.verdict.undefined import CONDITIONS, UndefinedRule
 
 __all__ = [
@@ -139,16 +139,9 @@ def _declared_tolerances() -> dict[str, dict[str, Any]]:
 
 
 def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
-    config_path = Path(path) if path is not None else DEFAULT_CONFIG_PATH
-    try:
-        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise OperaError(f"oracle config not found: {config_path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise OperaError(f"oracle config {config_path}: {exc}") from None
-    unknown = set(data) - {"default", "dtype", "target", "random", "undefined"}
-    if unknown:
-        raise OperaError(f"oracle config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
+    config_path, data = read_config(
+        path, DEFAULT_CONFIG_PATH, "oracle config", {"default", "dtype", "target", "random", "undefined"}
+    )
     default = _check_table("default", data.get("default", {}))
     by_dtype = {k: _check_table(f"dtype.{k}", v) for k, v in data.get("dtype", {}).items()}
     by_target = _declared_tolerances()

@@ -14,11 +14,11 @@ failure is then judged as a crash or an inconsistency).
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from opera.errors import OperaError
+from opera.verdict.config import read_config
 
 __all__ = ["DEFAULT_UNSUPPORTED_PATH", "UnsupportedPatterns", "exception_text", "load_unsupported"]
 
@@ -85,16 +85,9 @@ def _declared_patterns() -> dict[str, tuple[re.Pattern[str], ...]]:
 
 
 def load_unsupported(path: str | Path | None = None) -> UnsupportedPatterns:
-    config_path = Path(path) if path is not None else DEFAULT_UNSUPPORTED_PATH
-    try:
-        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise OperaError(f"unsupported config not found: {config_path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise OperaError(f"unsupported config {config_path}: {exc}") from None
-    unknown = set(data) - {"common", "compiler", "target", "target_patterns"}
-    if unknown:
-        raise OperaError(f"unsupported config {config_path}: unknown section(s) {', '.join(sorted(unknown))}")
+    config_path, data = read_config(
+        path, DEFAULT_UNSUPPORTED_PATH, "unsupported config", {"common", "compiler", "target", "target_patterns"}
+    )
     use_declared = data.get("target_patterns", True)
     if not isinstance(use_declared, bool):
         raise OperaError(f"unsupported config {config_path}: target_patterns must be true or false")
