@@ -14,20 +14,26 @@ Tables:
   reproducer replaces it).
 
 WAL journal, one transaction per result (the result row and its bug row commit together, so a
-SIGKILL at any moment leaves both consistent). ``PRAGMA user_version`` holds ``SCHEMA_VERSION``;
-a store from another version is refused with a clear error rather than silently misread.
-Pure stdlib ``sqlite3``.
+SIGKILL at any moment leaves both consistent). ``PRAGMA user_version`` holds ``SCHEMA_VERSION``.
+Opening a store of an older version migrates it, whoever opens it (``opera run``, ``bugs``,
+``report``, ``nightly``): first a copy of the file as it was goes to ``<store>.schema-v<N>.bak``
+(once: an existing copy of that version is kept), then the migration runs in one transaction. A
+store of a newer version, or an SQLite file that is not a store, is refused with a clear error and
+left unchanged. Pure stdlib ``sqlite3``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import socket
 import sqlite3
+import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +49,7 @@ __all__ = [
     "ResultStore",
     "RunRecord",
     "StoreError",
+    "backup_path",
 ]
 
 SCHEMA_VERSION = 4
@@ -65,6 +72,11 @@ UPDATE bugs SET example_api = COALESCE((SELECT r.api FROM results r WHERE r.sign
     # (tvm-keras ConvertLayout): kept with the result, and a bug of its own
     3: "ALTER TABLE results ADD COLUMN masked_signature TEXT;",
 }
+
+
+def _migratable(version: int) -> bool:
+    return all(v in _MIGRATIONS for v in range(version, SCHEMA_VERSION))
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -212,38 +224,164 @@ def _encode_distance(distance: float | None) -> float | None:
     return distance
 
 
-class ResultStore:
-    """Open (creating if needed) the store at ``path``. Use as a context manager or ``close()``."""
+def backup_path(store: str | Path, version: int) -> Path:
+    """Where the copy of a version-``version`` store is kept before it is migrated."""
+    p = Path(store)
+    return p.with_name(f"{p.name}.schema-v{version}.bak")
 
-    def __init__(self, path: str | Path) -> None:
+
+def _print_note(note: str) -> None:
+    print(note, file=sys.stderr)
+
+
+def _peek_schema(path: Path) -> tuple[int, bool]:
+    """(PRAGMA user_version, whether it holds any table), read-only: nothing in the file changes."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            return version, bool(tables)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a usable Opera store ({exc}); the file was not changed") from None
+
+
+def _backup(src: Path, dst: Path, version: int) -> None:
+    """A consistent copy of a (possibly WAL-mode) SQLite file through SQLite's backup API, put in
+    place only if ``dst`` does not exist yet (a concurrent opener's copy, or an earlier one of the
+    same version, is kept) and only if it still holds ``version`` (not a store migrated meanwhile)."""
+    if dst.exists():
+        return
+    tmp = dst.with_name(f"{dst.name}.tmp{os.getpid()}")
+    try:
+        source = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30.0)
+        try:
+            target = sqlite3.connect(tmp)
+            try:
+                source.backup(target)
+                copied = int(target.execute("PRAGMA user_version").fetchone()[0])
+            finally:
+                target.close()
+        finally:
+            source.close()
+        shutil.copymode(src, tmp)
+        if copied == version:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, dst)  # never replaces an existing copy
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise StoreError(
+            f"{src}: could not back it up before migrating ({exc}); nothing was changed"
+        ) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _statements(script: str) -> list[str]:
+    """The SQL statements of a migration script, one by one (``executescript`` would commit the
+    transaction the migration runs in)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement in a migration: {pending.strip()!r}")
+    return statements
+
+
+class ResultStore:
+    """Open (creating if needed) the store at ``path``. Use as a context manager or ``close()``.
+
+    A store of an older schema version is backed up (``backup_path``) and migrated; ``notify``
+    gets the one-line note saying so (default: printed to stderr, so that every command that
+    opens a store tells its user where the original went). ``migrated_from`` is the version this
+    open migrated from (None: no migration).
+    """
+
+    def __init__(self, path: str | Path, *, notify: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
+        self.migrated_from: int | None = None
         if self.path.parent and not self.path.parent.exists():
             raise StoreError(f"store directory does not exist: {self.path.parent}")
+        old_version = self._check_before_opening()
+        if old_version is not None:
+            _backup(self.path, backup_path(self.path, old_version), old_version)
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable Opera store ({exc})") from None
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._init_schema()
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise StoreError(f"{self.path}: not a usable Opera store ({exc})") from None
+        except BaseException:
+            self._db.close()
+            raise
+        if self.migrated_from is not None:
+            (notify or _print_note)(
+                f"note: migrated {self.path} from store schema version {self.migrated_from} to "
+                f"{SCHEMA_VERSION}; the original is kept as {backup_path(self.path, self.migrated_from)}"
+            )
 
     # ---- lifecycle --------------------------------------------------------------------------
+    def _check_before_opening(self) -> int | None:
+        """Refuse, before anything is written (opening switches the file to WAL mode), a file this
+        Opera cannot use; return the version of a store that is to be migrated (None: none)."""
+        if not self.path.exists():
+            return None
+        version, tables = _peek_schema(self.path)
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: store schema version {version} is newer than this Opera's "
+                f"{SCHEMA_VERSION}: upgrade Opera; the store was not changed"
+            )
+        if version == 0 and tables:
+            raise StoreError(
+                f"{self.path}: an SQLite file but not an Opera store (no schema version); "
+                "use another file (--store); this one was not changed"
+            )
+        if 0 < version < SCHEMA_VERSION and not _migratable(version):
+            raise StoreError(
+                f"{self.path}: store schema version {version}, which this Opera cannot migrate to "
+                f"{SCHEMA_VERSION}: start a new store file; this one was not changed"
+            )
+        return version if 0 < version < SCHEMA_VERSION else None
+
     def _init_schema(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if version == 0 and not (tables - {"sqlite_sequence"}):
             self._db.executescript("BEGIN;" + _SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
             return
-        if 0 < version < SCHEMA_VERSION and all(v in _MIGRATIONS for v in range(version, SCHEMA_VERSION)):
-            script = "".join(_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION))
-            self._db.executescript("BEGIN;" + script + f"PRAGMA user_version={SCHEMA_VERSION};COMMIT;")
+        if 0 < version < SCHEMA_VERSION and _migratable(version):
+            self._migrate()
             return
         if version != SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: store schema version {version}, this Opera reads version {SCHEMA_VERSION}"
                 + ("; upgrade Opera" if version > SCHEMA_VERSION else "; start a new store file")
             )
+
+    def _migrate(self) -> None:
+        """Migrate to ``SCHEMA_VERSION`` in one write transaction; the version is read again under
+        the write lock, so two processes opening the same old store migrate it once."""
+        with self._transaction():
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version >= SCHEMA_VERSION:
+                return  # another process migrated it meanwhile
+            for v in range(version, SCHEMA_VERSION):
+                for statement in _statements(_MIGRATIONS[v]):
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self.migrated_from = version
 
     def close(self) -> None:
         self._db.close()
