@@ -5,9 +5,10 @@ becomes an ``OperatorInstance`` handed to its ``sink``; ``uninstall`` restores e
 A *source* drives a recorder over a body of tests (OpInfo samples, a pytest suite, ONNX node tests)
 and yields the recorded instances.
 
-Adding a library means adding ``<lib>_recorder.py`` (a ``BaseRecorder`` subclass) and naming it in
-``RECORDERS``; adding a source means adding a function decorated with ``@harvest_source``.
-Third parties can register both through the ``opera.recorders`` / ``opera.sources`` entry points.
+Adding a library means adding ``<lib>_recorder.py`` here (a ``BaseRecorder`` subclass decorated with
+``@register_recorder``, found by its file name: no table to edit) and a template; adding a source
+means adding a function decorated with ``@harvest_source`` (in ``<lib>_sources.py``). Third parties
+can register both through the ``opera.recorders`` / ``opera.sources`` entry points.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Keras harvest source: Keras's own test suite, shipped inside the keras wheel (DESIGN.md section 4).
+"""Keras harvest source: Keras's own test suite, shipped inside the keras wheel (docs/design.md, Harvest).
 
 ``keras-tests`` runs ``<site-packages>/keras/src/{layers,ops}/**/*_test.py`` with pytest under the
 recording plugin (TensorFlow backend). Arguments after ``--`` on the command line are appended to

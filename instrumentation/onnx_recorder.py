@@ -1,4 +1,4 @@
-"""Recording hooks for ONNX: every node of every model built with ``onnx.helper`` (DESIGN.md section 4).
+"""Recording hooks for ONNX: every node of every model built with ``onnx.helper`` (docs/design.md, Harvest).
 
 ``onnx.helper.make_node``, ``make_graph`` and ``make_model`` are replaced, in every loaded module
 that binds them (``from onnx.helper import make_node`` included), by wrappers; ``uninstall`` puts

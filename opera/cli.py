@@ -1,4 +1,4 @@
-"""The `opera` command line: parse, call one function, print (STYLE.md).
+"""The `opera` command line: parse, call one function, print (docs/design.md, Command line).
 
 Each verb lives in ``opera/commands/<verb>.py`` with ``HELP``, ``add_arguments(parser)`` and
 ``run(args) -> int``. A user error (``OperaError``) prints one line and exits with code 2.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from opera import __version__
 from opera.errors import OperaError
 
-# Verb -> module; the order is the order of the pipeline (DESIGN.md section 11).
+# Verb -> module; the order is the order of the pipeline (docs/design.md, Command line).
 VERBS: dict[str, str] = {
     "harvest": "opera.commands.harvest",
     "stats": "opera.commands.stats",

@@ -1,4 +1,4 @@
-"""Corpus files: JSON Lines of operator instances, optionally gzipped (DESIGN.md section 3).
+"""Corpus files: JSON Lines of operator instances, optionally gzipped (docs/design.md, Corpus files).
 
 The first line of a file written by Opera is a header ``{"$schema": "opera-corpus", "version": N,
 ...}``; every other line is one instance. Readers stream (a corpus of 100k instances is never held

@@ -1,4 +1,4 @@
-"""The operator instance: one usage of one operator, as harvested (DESIGN.md section 3)."""
+"""The operator instance: one usage of one operator, as harvested (docs/design.md, Operator instances)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Test outcomes, pipeline stages and the result record of one test (DESIGN.md section 7).
+"""Test outcomes, pipeline stages and the result record of one test (docs/design.md, Outcomes).
 
 A *test* is one operator instance run through one target. Its verdict is an ``Outcome`` plus the
 ``Stage`` where the verdict was reached, so a crash while compiling is told apart from one while

@@ -1,4 +1,4 @@
-"""The results store: one SQLite file (DESIGN.md section 3).
+"""The results store: one SQLite file (docs/design.md, The store).
 
 Tables:
 

@@ -1,4 +1,4 @@
-"""Library-neutral tagged value encoding for operator-instance parameters (DESIGN.md section 3).
+"""Library-neutral tagged value encoding for operator-instance parameters (docs/design.md, Tagged values).
 
 Harvest hooks turn library objects (torch tensors, keras tensors, ONNX attributes) into the neutral
 Python values defined here; the corpus stores them as JSON with tagged objects; templates turn the

@@ -3,7 +3,7 @@
 A template ``build``s a ``SingleOpModel``: the model in its own library, the seeded runtime inputs
 (numpy) and a way to compute the library's reference output. Frontend-facing artifacts (a
 ``torch.export`` program, an ONNX ``ModelProto``, a TFLite flatbuffer, a Keras model) and standalone
-reproducer scripts are produced by the same template module (DESIGN.md section 5).
+reproducer scripts are produced by the same template module (docs/design.md, Templates).
 
 Adding a library means adding ``<lib>_template.py`` here with a ``Template`` subclass decorated
 with ``@register_template`` (and a recorder, ``instrumentation/<lib>_recorder.py``): the library's
@@ -60,7 +60,7 @@ class Template:
         return None
 
     def validate(self, inst: OperatorInstance, seed: int = 0) -> OperatorInstance:
-        """The validity gate: rebuild and run ``inst`` in its library (DESIGN.md section 4)."""
+        """The validity gate: rebuild and run ``inst`` in its library (docs/design.md, Harvest)."""
         reason = inst.opaque_reason
         if reason is not None:
             return inst.with_verdict(False, f"not migratable: {reason}")

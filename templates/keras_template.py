@@ -5,7 +5,7 @@ parameters with the weights seeded, then called on ``keras.Input`` placeholders 
 recorded call inputs. ``function`` instances (``keras.ops.softmax``) apply the op to placeholders
 standing for every tensor argument; non-tensor arguments stay constants of the graph. Both end up
 as functional models because those convert with ``tf.lite.TFLiteConverter.from_keras_model`` and
-``openvino.convert_model`` alike (DESIGN.md section 5).
+``openvino.convert_model`` alike (docs/design.md, Templates).
 
 Call-time keyword arguments of a layer (``training``, ``mask``, ``initial_state``, the ``value`` of
 an attention layer) are stored by the recorder in ``extra["call_kwargs"]``; tensors inside them

@@ -1,4 +1,4 @@
-"""ONNX template: an ``onnx_node`` instance as a one-node ``ModelProto`` (DESIGN.md section 5).
+"""ONNX template: an ``onnx_node`` instance as a one-node ``ModelProto`` (docs/design.md, Templates).
 
 How ONNX values are held as neutral values (``opera.values``), in both directions; the recorder and
 the node-test source encode with ``attribute_to_value`` / ``runtime_value``, ``build`` decodes:

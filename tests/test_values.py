@@ -1,4 +1,4 @@
-"""Round-trip properties of the tagged value encoding (DESIGN.md section 3)."""
+"""Round-trip properties of the tagged value encoding (docs/design.md, Tagged values)."""
 
 from __future__ import annotations
 

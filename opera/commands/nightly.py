@@ -1,5 +1,5 @@
 """opera nightly [CORPUS...] [--target T ...] [--budget 2h] [--store opera.db] [-o DIR]: the
-nightly regression job (DESIGN.md section 10). Exit 0: no new failure; 1: new failures; 2: bad input."""
+nightly regression job (docs/design.md, Nightly). Exit 0: no new failure; 1: new failures; 2: bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""opera prioritize CORPUS... --target T [--strategy S] [--equipped FILE] -o ORDER (DESIGN.md s. 9)."""
+"""opera prioritize CORPUS... --target T [--strategy S] [--equipped FILE] -o ORDER (docs/design.md, Prioritize)."""
 
 from __future__ import annotations
 

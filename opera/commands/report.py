@@ -1,5 +1,5 @@
 """opera report --store S [--run N] [--target T ...] -o DIR: APFD, RAUC and time-to-bug of every
-prioritization strategy, evaluated offline on a finished run (DESIGN.md section 10)."""
+prioritization strategy, evaluated offline on a finished run (docs/design.md, Report)."""
 
 from __future__ import annotations
 

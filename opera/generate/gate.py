@@ -1,7 +1,7 @@
 """Running generated instances through the validity gate, isolated from the generator.
 
 The gate itself is the harvest's: ``Template.validate`` rebuilds the instance and runs it in its
-library (DESIGN.md section 4). Mutants are far more likely than harvested instances to make a
+library (docs/design.md, Harvest). Mutants are far more likely than harvested instances to make a
 library allocate gigabytes, hang or abort, so ``IsolatedGate`` runs ``validate`` in a child process
 (one per library, started once, restarted after a death): a mutant that kills, hangs or bloats
 (``max_rss_bytes``) the child is judged invalid with that reason, and generation goes on.

@@ -1,5 +1,5 @@
 """``opera nightly``: a prioritized, budgeted run of the corpus against every installed target,
-compared with the previous nightly run in the store (DESIGN.md section 10).
+compared with the previous nightly run in the store (docs/design.md, Nightly).
 
 Modules: ``budget`` (splitting the time budget across targets), ``history`` (tagging nightly runs
 and finding the previous one; opening an older store), ``compare`` (new / fixed / still failing /

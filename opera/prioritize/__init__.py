@@ -1,4 +1,4 @@
-"""Test prioritization: order a corpus so diverse tests run first (DESIGN.md section 9).
+"""Test prioritization: order a corpus so diverse tests run first (docs/design.md, Prioritize).
 
 ``prioritize`` runs one registered strategy over the instances of a corpus and returns an
 ``Ordering``; ``write_order``/``read_order`` handle the order file the runner reads with ``--order``:

@@ -1,7 +1,7 @@
 """Reader for "equipped" corpora: the operator instances a compiler's OWN frontend tests exercise.
 
 The prioritizer's operator score needs how often the compiler team already tests each operator
-(``Num_DLC``, DESIGN.md section 9), and its parameter diversity may count the settings these tests
+(``Num_DLC``; docs/design.md, Prioritize), and its parameter diversity may count the settings these tests
 cover as already covered. The research artifact wrote these corpora as Python source, one instance
 per line (ONNX, Keras) or per ``# test_id: N`` block (PyTorch):
 

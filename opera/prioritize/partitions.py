@@ -1,4 +1,4 @@
-"""Value-space partitions of operator parameters (paper section III-B2, DESIGN.md section 9).
+"""Value-space partitions of operator parameters (paper section III-B2; docs/design.md, Prioritize).
 
 Each parameter value falls into one partition (an equivalence class of values expected to test the
 frontend alike):

@@ -1,4 +1,4 @@
-"""Prioritization reports over finished runs (`opera report`, DESIGN.md section 10).
+"""Prioritization reports over finished runs (`opera report`; docs/design.md, Report).
 
 For a run of the results store and each of its targets: the order every strategy gives to that
 run's own instances, evaluated offline against the run's recorded outcomes (APFD, RAUC at

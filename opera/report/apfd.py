@@ -1,4 +1,4 @@
-"""Prioritization metrics: APFD, RAUC-k and bugs-found-over-time curves (DESIGN.md section 10).
+"""Prioritization metrics: APFD, RAUC-k and bugs-found-over-time curves (docs/design.md, Report).
 
 All functions take plain sequences so the report layer can feed them from the results store:
 an order (instance ids, first run first), a per-test bug signature (``None`` = the test revealed no

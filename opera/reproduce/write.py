@@ -1,4 +1,4 @@
-"""Standalone reproducer scripts for failing tests (DESIGN.md sections 5 and 7).
+"""Standalone reproducer scripts for failing tests (docs/design.md, Reproduce).
 
 A reproducer needs only the source library and the compiler, never Opera: it embeds the artifact
 the frontend consumed (ONNX model bytes, a ``torch.export.save`` archive, a TFLite flatbuffer) and

@@ -1,4 +1,4 @@
-"""The runner (``opera run``): plan the tests, feed an executor, store every verdict (DESIGN.md s. 8).
+"""The runner (``opera run``): plan the tests, feed an executor, store every verdict (docs/design.md, Run).
 
 A run is planned once: every corpus instance (in ``--order``, then the rest in corpus order, cut
 at ``--limit``) times every requested target whose ``library`` matches it. The plan is written to

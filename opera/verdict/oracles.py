@@ -1,4 +1,4 @@
-"""Differential oracle: compare a compiler's outputs with the library's reference (DESIGN.md s. 7).
+"""Differential oracle: compare a compiler's outputs with the library's reference (docs/design.md, Verdict).
 
 The distance is the Chebyshev distance (max |a - b|) as in the paper, computed in float64 (exact
 integer arithmetic for integer tensors). Positions where both sides hold the same non-finite value

@@ -1,4 +1,4 @@
-"""Bug signatures: how failures are de-duplicated into bugs (DESIGN.md section 7).
+"""Bug signatures: how failures are de-duplicated into bugs (docs/design.md, Signatures).
 
 The paper counts one bug per *conversion function* of the frontend, so a crash's signature is the
 innermost traceback frame inside the target's frontend code (file relative to the package root +

@@ -1,4 +1,4 @@
-"""Which exceptions mean "the frontend does not support this" (DESIGN.md section 7).
+"""Which exceptions mean "the frontend does not support this" (docs/design.md, Verdict).
 
 An unsupported operator or feature is recorded as ``unsupported``, not as a bug. What counts is
 data, not code: regular expressions searched in ``"<module>.<ExceptionType>: <message>"`` of the

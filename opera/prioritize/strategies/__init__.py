@@ -1,4 +1,4 @@
-"""Prioritization strategies, one module each behind one small interface (DESIGN.md section 9).
+"""Prioritization strategies, one module each behind one small interface (docs/design.md, Strategies).
 
 A strategy turns the (de-duplicated) instances of a corpus into an order of their ids. It registers
 itself with ``@register_strategy``; adding a strategy is adding a module to this package (every

@@ -1,10 +1,10 @@
-"""Executors: where tests run (DESIGN.md section 8).
+"""Executors: where tests run (docs/design.md, Executors).
 
 The runner only talks to the ``Executor`` protocol: it ``submit``s ``TestTask``s and ``poll``s
-for ``TaskOutcome``s; how tests are isolated (persistent local worker processes, a Ray cluster
-later) is the executor's business. An executor must turn a hung test into a ``timeout`` result and
-a dead worker into a ``native-crash`` result (see ``opera.run.runner.dead_worker_result``), and keep
-going with the other tests.
+for ``TaskOutcome``s; how tests are isolated (persistent local worker processes, ``local``; the
+actors of a Ray cluster, ``ray``) is the executor's business. An executor must turn a hung test
+into a ``timeout`` result and a dead worker into a ``native-crash`` result (see
+``opera.run.execution.dead_worker_result``), and keep going with the other tests.
 """
 
 from __future__ import annotations

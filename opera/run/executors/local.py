@@ -1,4 +1,4 @@
-"""The local executor: a pool of persistent worker processes on this machine (DESIGN.md s. 8).
+"""The local executor: a pool of persistent worker processes on this machine (docs/design.md, Executors).
 
 Each worker is a ``spawn``ed process that imports the frameworks once and runs many tests, one at
 a time, reporting the stage it is in. The parent watches every worker:

@@ -1,4 +1,4 @@
-"""The Ray executor: the same tests as the local pool, on the nodes of a Ray cluster (DESIGN.md s. 8).
+"""The Ray executor: the same tests as the local pool, on the nodes of a Ray cluster (docs/design.md, Executors).
 
 ``opera run --executor ray [--address auto|HOST:PORT]``. The driver (the ``opera`` process) keeps
 the plan, the queue and the one results store; the cluster only executes tests.

@@ -1,4 +1,4 @@
-"""Compiler targets (compiler x frontend), each a module behind one small interface (DESIGN.md s. 6).
+"""Compiler targets (compiler x frontend), each a module behind one small interface (docs/design.md, Targets).
 
 A target consumes single-operator models of one source library (``library``) and runs them through
 one compiler frontend in three stages, so a failure can be attributed to a stage:

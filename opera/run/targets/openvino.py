@@ -1,8 +1,8 @@
-"""OpenVINO targets: ``ov-torch``, ``ov-onnx``, ``ov-keras`` (DESIGN.md section 6).
+"""OpenVINO targets: ``ov-torch``, ``ov-onnx``, ``ov-keras`` (docs/design.md, Targets).
 
 ``openvino.convert_model`` is the frontend; the model is compiled for the CPU plugin with f32
 inference precision: the default on these CPUs is bf16, whose rounding (4e-3..4e-2) would drown
-the conversion bugs we are after in false inconsistencies (PITFALLS.md).
+the conversion bugs we are after in false inconsistencies (docs/design.md, Decisions and why).
 
 Inputs are fed by name and only the source model's declared outputs are read back: a converted
 model whose parameters or results do not carry the source model's names has changed the model's

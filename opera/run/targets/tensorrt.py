@@ -7,7 +7,7 @@ API of TensorRT 10 (``num_io_tensors``, ``set_input_shape``, ``set_tensor_addres
 ``execute_async_v3``); device memory comes from torch CUDA tensors, so no pycuda/cuda-python is
 needed. The 8.x binding API (``get_binding_*``, ``execute_v2``) is gone in 10 and is not used.
 
-TensorRT is not installable on the machines of this project (PITFALLS.md): ``availability()``
+TensorRT is not installable on the machines of this project: ``availability()``
 says why, and ``opera targets`` lists the targets as unavailable.
 """
 

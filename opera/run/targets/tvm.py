@@ -1,4 +1,4 @@
-"""Apache TVM (Relax) targets: ``tvm-torch``, ``tvm-onnx``, ``tvm-keras`` (DESIGN.md section 6).
+"""Apache TVM (Relax) targets: ``tvm-torch``, ``tvm-onnx``, ``tvm-keras`` (docs/design.md, Targets).
 
 All three end in ``tvm.compile(mod, target="llvm")`` and the Relax VM on the CPU; they differ in the
 frontend: ``from_exported_program`` (torch.export), ``from_onnx``, and ``from_tflite`` (Keras goes
