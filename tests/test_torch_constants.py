@@ -23,7 +23,7 @@ from _run_fixtures import verdict_in_process
 
 torch = pytest.importorskip("torch")
 
-from opera.commands.run import add_arguments, worker_fields  # noqa: E402
+from opera.commands.run import add_arguments, run_settings_from_args  # noqa: E402
 from opera.corpus import CorpusReader  # noqa: E402
 from opera.model import InstanceKind, OperatorInstance, Source  # noqa: E402
 from opera.outcomes import Outcome, Stage, TestResult  # noqa: E402
@@ -220,9 +220,9 @@ def test_worker_settings_and_cli_flag() -> None:
     add_arguments(parser)
     default = parser.parse_args(["corpus.jsonl", "-t", "ov-torch"])
     assert default.torch_tensor_args == "constants"
-    assert worker_fields(default, None)["torch_tensor_args"] == "constants"
+    assert run_settings_from_args(default).torch_tensor_args == "constants"
     variant = parser.parse_args(["corpus.jsonl", "-t", "ov-torch", "--torch-tensor-args", "inputs"])
-    assert worker_fields(variant, None)["torch_tensor_args"] == "inputs"
+    assert run_settings_from_args(variant).torch_tensor_args == "inputs"
     # the run's config carries it to every worker
     from opera.run.runner import RunConfig, _settings
 

@@ -7,12 +7,7 @@ import argparse
 import glob
 import sys
 
-from opera.commands.run import (
-    add_executor_arguments,
-    add_worker_arguments,
-    check_executor_arguments,
-    worker_fields,
-)
+from opera.commands.run import add_run_settings_arguments, run_settings_from_args
 from opera.errors import OperaError
 from opera.run.runner import parse_duration
 
@@ -34,7 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="target name (repeatable; default: every installed CPU target, see `opera targets`)",
     )
     parser.add_argument("--budget", default="2h", help="whole job, split across targets (default 2h)")
-    parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
     parser.add_argument("--strategy", default="opera", help="prioritization strategy (default: opera)")
     parser.add_argument(
         "--equipped",
@@ -46,8 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--output", metavar="DIR", help="report directory (default: STORE.d/nightly/NUMBER)"
     )
-    add_worker_arguments(parser, seed_help="seed for inputs, weights and strategies (default 0)")
-    add_executor_arguments(parser)
+    add_run_settings_arguments(parser, seed_help="seed for inputs, weights and strategies (default 0)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
 
 
@@ -65,10 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from opera.nightly import NightlyConfig, render_text, run_nightly
 
     budget = parse_duration(args.budget)
-    timeout = parse_duration(args.timeout) if args.timeout else None
-    if args.workers is not None and args.workers < 1:
-        raise OperaError("--workers must be at least 1")
-    check_executor_arguments(args)
+    settings = run_settings_from_args(args)
     corpus = list(args.corpus) or sorted(glob.glob(DEFAULT_CORPUS))
     if not corpus:
         raise OperaError(f"no corpus file given and none at {DEFAULT_CORPUS} (run from the checkout's root)")
@@ -79,12 +69,11 @@ def run(args: argparse.Namespace) -> int:
     config = NightlyConfig(
         corpus=corpus,
         targets=list(args.target),
-        store=args.store,
         budget_s=budget,
         strategy=args.strategy,
         equipped=equipped,
         out_dir=args.output,
-        **worker_fields(args, timeout),
+        **settings.run_settings(),
     )
     try:
         outcome = run_nightly(config, show_progress=not args.quiet)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
 
 from opera.errors import OperaError
-from opera.run.runner import RunConfig, parse_duration, resume_run, start_run
+from opera.run.runner import RunConfig, RunSettings, parse_duration, resume_run, start_run
 from opera.store import RUN_INTERRUPTED
+
+_DEFAULTS = RunSettings()  # the flags' defaults are the settings' own
 
 HELP = "run corpus instances through compiler targets (isolated workers, oracles, results store)"
 
@@ -22,7 +23,7 @@ def _size(text: str) -> int:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """--executor / --address (also used by `opera nightly` and `opera targets`)."""
+    """--executor / --address (part of ``add_run_settings_arguments``; also used by `opera targets`)."""
     parser.add_argument(
         "--executor",
         choices=["local", "ray"],
@@ -42,8 +43,13 @@ def check_executor_arguments(args: argparse.Namespace) -> None:
         raise OperaError("--address needs --executor ray")
 
 
-def add_worker_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None:
-    """--workers ... --no-reproducers: how each test runs (also used by `opera nightly`)."""
+def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None:
+    """The flags of ``RunSettings`` (--store, --workers ... --torch-tensor-args, --executor,
+    --address): how each test runs, the same for `opera run` and `opera nightly`; read back with
+    ``run_settings_from_args``."""
+    parser.add_argument(
+        "--store", default=_DEFAULTS.store, help=f"SQLite results store (default: {_DEFAULTS.store})"
+    )
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     parser.add_argument("--timeout", default=None, help="per-test timeout (default 60s)")
     parser.add_argument(
@@ -51,7 +57,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser, seed_help: str) -> Non
         default=None,
         help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)",
     )
-    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help=seed_help)
     parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/verdict/oracles.toml)")
     parser.add_argument(
         "--unsupported-config", help="unsupported-pattern TOML (default: opera/verdict/unsupported.toml)"
@@ -66,30 +72,34 @@ def add_worker_arguments(parser: argparse.ArgumentParser, seed_help: str) -> Non
     parser.add_argument(
         "--torch-tensor-args",
         choices=["constants", "inputs"],
-        default="constants",
+        default=_DEFAULTS.torch_tensor_args,
         help="torch function instances: 'constants' (default: the data tensor is the graph input; "
         "weights, bias, indices, ... are constants, as in a real model) or 'inputs' (every tensor "
         "argument is a graph input)",
     )
+    add_executor_arguments(parser)
 
 
-def worker_fields(args: argparse.Namespace, timeout_s: float | None) -> dict[str, Any]:
-    """The ``RunConfig`` / ``NightlyConfig`` fields set by ``add_worker_arguments`` and
-    ``add_executor_arguments`` (``timeout_s``: the parsed --timeout, None when not given)."""
-    fields: dict[str, Any] = {
-        "timeout_s": timeout_s if timeout_s is not None else 60.0,
-        "workers": args.workers or 0,
-        "seed": args.seed,
-        "max_rss_bytes": _size(args.max_rss) if args.max_rss else None,
-        "oracle_config": args.oracle_config,
-        "unsupported_config": args.unsupported_config,
-        "reproducers": not args.no_reproducers,
-        "verify_reproducers": not args.no_verify,
-        "executor": args.executor or "local",
-        "address": args.address,
-        "torch_tensor_args": args.torch_tensor_args,
-    }
-    return fields
+def run_settings_from_args(args: argparse.Namespace) -> RunSettings:
+    """The ``RunSettings`` given by ``add_run_settings_arguments``'s flags, checked (bad values are
+    one ``OperaError``)."""
+    if args.workers is not None and args.workers < 1:
+        raise OperaError("--workers must be at least 1")
+    check_executor_arguments(args)
+    return RunSettings(
+        store=args.store,
+        seed=args.seed,
+        timeout_s=parse_duration(args.timeout) if args.timeout else _DEFAULTS.timeout_s,
+        workers=args.workers or _DEFAULTS.workers,
+        max_rss_bytes=_size(args.max_rss) if args.max_rss else None,
+        oracle_config=args.oracle_config,
+        unsupported_config=args.unsupported_config,
+        reproducers=not args.no_reproducers,
+        verify_reproducers=not args.no_verify,
+        executor=args.executor or _DEFAULTS.executor,
+        address=args.address,
+        torch_tensor_args=args.torch_tensor_args,
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,31 +107,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target", "-t", action="append", default=[], help="target name (repeatable; see `opera targets`)"
     )
-    parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
     parser.add_argument(
         "--order", help="file of instance ids, one per line (# comments); others run after them"
     )
     parser.add_argument("--limit", type=int, help="run only the first N instances (after ordering)")
     parser.add_argument("--budget", help="stop starting tests after this long: 90s, 30m, 2h, 1h30m")
-    add_worker_arguments(parser, seed_help="seed for generated inputs and weights (default 0)")
     parser.add_argument(
         "--resume",
         type=int,
         metavar="RUN",
         help="finish run RUN of the store (corpus, targets, order, limit, seed come from it)",
     )
-    add_executor_arguments(parser)
+    add_run_settings_arguments(parser, seed_help="seed for generated inputs and weights (default 0)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     budget = parse_duration(args.budget) if args.budget else None
-    timeout = parse_duration(args.timeout) if args.timeout else None
-    if args.workers is not None and args.workers < 1:
-        raise OperaError("--workers must be at least 1")
+    settings = run_settings_from_args(args)
     if args.limit is not None and args.limit < 1:
         raise OperaError("--limit must be at least 1")
-    check_executor_arguments(args)
     if args.resume is not None:
         given = [
             flag
@@ -131,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--order", args.order),
                 ("--limit", args.limit),
                 ("--oracle-config", args.oracle_config),
-                ("--torch-tensor-args", args.torch_tensor_args != "constants"),
+                ("--torch-tensor-args", args.torch_tensor_args != _DEFAULTS.torch_tensor_args),
             )
             if value
         ]
@@ -141,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             args.store,
             args.resume,
             workers=args.workers,
-            timeout_s=timeout,
+            timeout_s=settings.timeout_s if args.timeout else None,
             budget_s=budget,
             show_progress=not args.quiet,
             executor=args.executor,
@@ -154,11 +159,10 @@ def run(args: argparse.Namespace) -> int:
         config = RunConfig(
             corpus=list(args.corpus),
             targets=list(args.target),
-            store=args.store,
             limit=args.limit,
             order=args.order,
             budget_s=budget,
-            **worker_fields(args, timeout),
+            **settings.run_settings(),
         )
         summary = start_run(config, show_progress=not args.quiet)
     print(summary.render(args.store))

@@ -33,6 +33,7 @@ from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_
 from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
 from opera.report.coverage_gaps import CoverageGap
 from opera.run.executors import Executor, WorkerSettings
+from opera.run.runner import RunSettings
 from opera.store import RUN_INTERRUPTED, BugRecord, RankedResult, ResultStore, RunRecord
 
 __all__ = ["NightlyConfig", "NightlyOutcome", "TargetNight", "default_targets", "run_nightly"]
@@ -44,25 +45,16 @@ _TEXT_GROUPS = 25  # change groups printed per target; the HTML and JUnit files 
 
 
 @dataclass
-class NightlyConfig:
+class NightlyConfig(RunSettings):
+    """The nightly job: what to run and how to order it; how each test runs (workers, timeout,
+    store, executor, ...) is ``RunSettings``, handed on unchanged to every target's run."""
+
     corpus: list[str]
     targets: list[str] = field(default_factory=list)  # empty: every installed CPU target
-    store: str = "opera.db"
-    budget_s: float = 2 * 3600.0
+    budget_s: float = 2 * 3600.0  # the whole job, split across the targets' runs
     strategy: str = "opera"
     equipped: dict[str, list[str]] = field(default_factory=dict)  # target -> equipped corpora
     out_dir: str | None = None  # default: <store>.d/nightly/<number>
-    workers: int = 0
-    timeout_s: float = 60.0
-    seed: int = 0
-    max_rss_bytes: int | None = None
-    oracle_config: str | None = None
-    unsupported_config: str | None = None
-    reproducers: bool = True
-    verify_reproducers: bool = True  # re-run each signature's reproducer after each target's run
-    executor: str = "local"  # opera.run.executors.EXECUTORS
-    address: str | None = None  # cluster executors: auto | HOST:PORT
-    torch_tensor_args: str = "constants"  # --torch-tensor-args
 
 
 @dataclass
@@ -263,21 +255,10 @@ def run_nightly(
         run_config = NightlyRunConfig(
             corpus=list(corpus[libraries[target]]),
             targets=[target],
-            store=config.store,
-            seed=config.seed,
-            timeout_s=config.timeout_s,
-            workers=config.workers,
             order=str(orders[target][0]),
             budget_s=share,
-            max_rss_bytes=config.max_rss_bytes,
-            oracle_config=config.oracle_config,
-            unsupported_config=config.unsupported_config,
-            reproducers=config.reproducers,
-            verify_reproducers=config.verify_reproducers,
-            executor=config.executor,
-            address=config.address,
-            torch_tensor_args=config.torch_tensor_args,
             nightly=number,
+            **config.run_settings(),
         )
         summary = start_run(
             run_config, show_progress=show_progress, executor_factory=executor_factory, out=log

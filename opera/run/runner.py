@@ -26,7 +26,7 @@ import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -52,6 +52,7 @@ from opera.verdict.signature import signature_digest
 
 __all__ = [
     "RunConfig",
+    "RunSettings",
     "RunSummary",
     "load_instances",
     "parse_duration",
@@ -79,19 +80,16 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-@dataclass
-class RunConfig:
-    """Everything that defines a run; stored as JSON with the run (``--resume`` reads it back)."""
+@dataclass(kw_only=True)
+class RunSettings:
+    """How each test runs and where results go: the part of a run's config that ``opera run`` and
+    ``opera nightly`` share (the same flags, ``opera.commands.run.add_run_settings_arguments``).
+    ``RunConfig`` and ``NightlyConfig`` both extend it, so a setting is declared once."""
 
-    corpus: list[str]
-    targets: list[str]
     store: str = "opera.db"
     seed: int = 0
     timeout_s: float = 60.0
     workers: int = 0  # 0: one per core
-    limit: int | None = None
-    order: str | None = None
-    budget_s: float | None = None
     max_rss_bytes: int | None = None  # None: default_max_rss_bytes(workers)
     oracle_config: str | None = None
     unsupported_config: str | None = None
@@ -102,6 +100,22 @@ class RunConfig:
     address: str | None = None  # cluster executors: auto | HOST:PORT (None: start one here)
     # torch function instances: weights etc. as constants (a real model) or every tensor an input
     torch_tensor_args: str = "constants"
+
+    def run_settings(self) -> dict[str, Any]:
+        """This config's ``RunSettings`` fields, as keyword arguments for another config."""
+        return {f.name: getattr(self, f.name) for f in fields(RunSettings)}
+
+
+@dataclass
+class RunConfig(RunSettings):
+    """Everything that defines a run; stored as JSON with the run (``--resume`` reads it back).
+    The JSON is flat: the ``RunSettings`` fields sit beside these."""
+
+    corpus: list[str]
+    targets: list[str]
+    limit: int | None = None
+    order: str | None = None
+    budget_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
