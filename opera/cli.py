@@ -25,6 +25,7 @@ VERBS: dict[str, str] = {
     "prioritize": "opera.commands.prioritize",
     "run": "opera.commands.run",
     "bugs": "opera.commands.bugs",
+    "triage": "opera.commands.triage",
     "report": "opera.commands.report",
     "nightly": "opera.commands.nightly",
 }

@@ -16,7 +16,7 @@ import gzip
 import json
 import os
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -24,7 +24,7 @@ from typing import IO, Any
 from opera.errors import CorpusError
 from opera.model import SCHEMA_VERSION, OperatorInstance
 
-__all__ = ["CorpusReader", "CorpusWriter", "ReadStats", "read_corpus", "write_corpus"]
+__all__ = ["CorpusReader", "CorpusWriter", "ReadStats", "instances_by_id", "read_corpus", "write_corpus"]
 
 _HEADER_TAG = "opera-corpus"
 _SYNC_EVERY = 200
@@ -133,6 +133,23 @@ class CorpusReader:
                 f"{path}: corpus schema version {version} is newer than this Opera supports ({SCHEMA_VERSION}); upgrade Opera"
             )
         self.stats.header = obj
+
+
+def instances_by_id(
+    paths: Iterable[str], wanted: set[str] | None = None, warn: Callable[[str], None] | None = None
+) -> dict[str, OperatorInstance]:
+    """The instances of the corpus files a run read, by id (only ``wanted`` ones when given). A
+    file that is gone is skipped with one ``warn`` line: what needs the instances says less."""
+    found: dict[str, OperatorInstance] = {}
+    for path in sorted(set(paths)):
+        if not Path(path).exists():
+            if warn is not None:
+                warn(f"corpus {path} is gone: its instances cannot be described")
+            continue
+        for inst in CorpusReader([path]):
+            if wanted is None or inst.id in wanted:
+                found[inst.id] = inst
+    return found
 
 
 def read_corpus(*paths: str | os.PathLike[str], skip_malformed: bool = False) -> Iterator[OperatorInstance]:

@@ -59,6 +59,12 @@ class Template:
         this instance (``unstable-reference``), whatever the compiler did."""
         return None
 
+    reference_name: str = ""  # what computes the expected outputs, in a bug report's words
+
+    def doc_url(self, api: str) -> str | None:
+        """Where the library documents ``api`` (what a bug report cites as the expected semantics)."""
+        return None
+
     def validate(self, inst: OperatorInstance, seed: int = 0) -> OperatorInstance:
         """The validity gate: rebuild and run ``inst`` in its library (docs/design.md, Harvest)."""
         reason = inst.opaque_reason

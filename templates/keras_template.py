@@ -163,6 +163,10 @@ def _flatten(value: Any) -> list[Any]:
 @register_template
 class KerasTemplate(Template):
     library = "keras"
+    reference_name = "Keras on TensorFlow (the model's tf.function, training=False)"
+
+    def doc_url(self, api: str) -> str | None:
+        return f"https://keras.io/search.html?query={api.rsplit('.', 1)[-1]}" if api.startswith("keras.") else None
 
     def __init__(self) -> None:
         self._builds = 0

@@ -364,6 +364,12 @@ def model_bytes(built: SingleOpModel) -> bytes:
 @register_template
 class OnnxTemplate(Template):
     library = "onnx"
+    reference_name = "onnxruntime (onnx.reference where onnxruntime cannot run the model)"
+
+    def doc_url(self, api: str) -> str | None:
+        """The operator's page of the ONNX specification (default domain only)."""
+        op = api.split("::", 1)[-1]
+        return f"https://onnx.ai/onnx/operators/onnx__{op}.html" if op.isidentifier() else None
 
     def build(self, inst: OperatorInstance, seed: int = 0) -> SingleOpModel:
         import onnx

@@ -332,6 +332,10 @@ def _data_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]
 @register_template
 class TorchTemplate(Template):
     library = "torch"
+    reference_name = "PyTorch eager"
+
+    def doc_url(self, api: str) -> str | None:
+        return f"https://docs.pytorch.org/docs/stable/generated/{api}.html" if api.startswith("torch.") else None
 
     def build(
         self, inst: OperatorInstance, seed: int = 0, *, tensor_args: str = TENSOR_ARGS[0]

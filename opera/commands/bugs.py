@@ -142,20 +142,16 @@ def _harness_errors(store: ResultStore, run_id: int | None) -> dict[str, tuple[i
 
 def _gaps(store: ResultStore, args: argparse.Namespace) -> int:
     """The coverage-gap table of a run (or of every run), features named from the run's corpus."""
-    from opera.corpus import CorpusReader
+    from opera.corpus import instances_by_id
     from opera.report.coverage_gaps import coverage_gaps, gap_table_lines
 
     results = store.results(args.run)
     runs = [store.get_run(args.run)] if args.run is not None else store.runs()
-    wanted = {r.instance_id for r in results}
-    instances = {}
-    for path in sorted({c for run in runs for c in run.corpus}):
-        if not Path(path).exists():
-            print(f"corpus {path} is gone: dtypes and attributes of its instances are not named", file=sys.stderr)
-            continue
-        for inst in CorpusReader([path]):
-            if inst.id in wanted:
-                instances[inst.id] = inst
+    instances = instances_by_id(
+        (c for run in runs for c in run.corpus),
+        {r.instance_id for r in results},
+        warn=lambda line: print(line + " (dtypes and attributes are not named)", file=sys.stderr),
+    )
     gaps = coverage_gaps(results, instances)
     if args.json:
         print(json.dumps([g.to_json() for g in gaps], indent=2))

@@ -27,7 +27,7 @@ import numpy as np
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask, WorkerSettings
-from opera.verdict.judge import first_lines, input_dtypes, judge_exception, judge_outputs
+from opera.verdict.judge import first_lines, input_dtypes, judge_exception, judge_outputs, traceback_text
 from opera.verdict.oracles import OracleConfig, compare_outputs, load_oracle_config
 from opera.verdict.signature import (
     harness_signature,
@@ -216,8 +216,7 @@ def _masked_crash(compiled: Any, target_name: str, target: Any) -> dict[str, str
     if not isinstance(exc, BaseException):
         return None
     signature = target_crash_signature(exc, target_name, target)
-    tb = "".join(traceback.format_exception(exc, limit=-8))
-    return {"signature": signature, "stage": Stage.COMPILE.value, "message": first_lines(tb, 4000)}
+    return {"signature": signature, "stage": Stage.COMPILE.value, "message": traceback_text(exc)}
 
 
 def _harness_error(finish: Callable[..., TestResult], stage: Stage, exc: Exception, target: str) -> TestResult:

@@ -24,7 +24,7 @@ from opera.verdict.signature import converter_of, inconsistency_signature, targe
 from opera.verdict.undefined import find_undefined, mask_undefined
 from opera.verdict.unsupported import UnsupportedPatterns, exception_text
 
-__all__ = ["MESSAGE_LIMIT", "first_lines", "input_dtypes", "judge_exception", "judge_outputs"]
+__all__ = ["MESSAGE_LIMIT", "first_lines", "input_dtypes", "judge_exception", "judge_outputs", "traceback_text"]
 
 MESSAGE_LIMIT = 2000
 
@@ -32,6 +32,14 @@ MESSAGE_LIMIT = 2000
 def first_lines(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """A message as stored: stripped, at most ``limit`` characters."""
     return text.strip()[:limit]
+
+
+def traceback_text(exc: BaseException, limit: int = 4000) -> str:
+    """A crash's stored message: the last frames and the exception. Cut from the front when too
+    long, so that the exception's own text (the last lines, what a maintainer and the root-cause
+    clustering read) is always kept."""
+    text = "".join(traceback.format_exception(exc, limit=-8)).strip()
+    return text if len(text) <= limit else "...\n" + text[-(limit - 4) :]
 
 
 def input_dtypes(arrays: list[Any]) -> list[str]:
@@ -50,8 +58,8 @@ def judge_exception(
     matched = unsupported.match(exc, target.name, target.compiler)
     if matched is not None:
         return finish(Outcome.UNSUPPORTED, stage, message=first_lines(exception_text(exc)))
-    tb = "".join(traceback.format_exception(exc, limit=-8))
-    return finish(Outcome.CRASH, stage, signature=target_crash_signature(exc, target.name, target), message=first_lines(tb, 4000))
+    signature = target_crash_signature(exc, target.name, target)
+    return finish(Outcome.CRASH, stage, signature=signature, message=traceback_text(exc))
 
 
 def judge_outputs(

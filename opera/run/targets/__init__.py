@@ -111,6 +111,7 @@ class Target(abc.ABC):
     unsupported_patterns: tuple[str, ...] = ()
     tolerances: Mapping[str, Any] = MappingProxyType({})
     test_only: bool = False  # fault-injecting / deliberately wrong targets used by Opera's own tests
+    issue_tracker: str = ""  # where its bugs are reported upstream (``opera triage`` names it)
 
     def availability(self) -> str | None:
         """None when usable here, else the reason it is not (missing package, no GPU, ...)."""

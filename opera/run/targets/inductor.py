@@ -37,6 +37,7 @@ class InductorTarget(Target):
     name = "inductor-torch"
     library = "torch"
     compiler = "inductor"
+    issue_tracker = "https://github.com/pytorch/pytorch/issues"
     frontend_paths = ("torch/_dynamo", "torch/_inductor", "torch/_functorch", "torch/_subclasses")
     coverage_stages = ("convert", "compile")
     requires = ("torch",)

@@ -70,6 +70,7 @@ class OvModel:
 
 class _OvTarget(Target):
     compiler = "openvino"
+    issue_tracker = "https://github.com/openvinotoolkit/openvino/issues"
     native_frontend = True
     unsupported_patterns: tuple[str, ...] = (
         # OpConversionFailure: "... Model wasn't fully converted.\nSummary:\n-- No conversion rule found for operations: TfIdfVectorizer-9"

@@ -59,6 +59,7 @@ def _trt_logger() -> Any:
 
 class _TrtTarget(Target):
     compiler = "tensorrt"
+    issue_tracker = "https://github.com/NVIDIA/TensorRT/issues"
     needs_gpu = True
     frontend_paths = ("tensorrt", "onnx_tensorrt")
     native_frontend = True

@@ -93,6 +93,7 @@ class TvmExecutable:
 
 class _TvmTarget(Target):
     compiler = "tvm"
+    issue_tracker = "https://github.com/apache/tvm/issues"
     # Retry a failed compile after ``legalizable_layouts`` (frontends that emit channels-last ops).
     _layout_fallback = False
     unsupported_patterns: tuple[str, ...] = (

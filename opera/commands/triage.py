@@ -1,0 +1,142 @@
+"""opera triage [--store] [--run] [-o DIR]: root causes of a run's failures, one upstream-ready
+Markdown report each (with a standalone reproducer of the smallest failing instance inline), and a
+machine-readable ``root-causes.json`` beside them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from opera.errors import OperaError
+from opera.outcomes import TestResult
+
+HELP = "group failures into root causes and write one upstream-ready bug report per root cause"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
+    parser.add_argument("--run", type=int, help="only this run's results (default: every run's latest result per test)")
+    parser.add_argument("--target", action="append", default=[], help="only this target (repeatable)")
+    parser.add_argument(
+        "-o", "--output", help="directory for the reports (default: <store>.d/triage/<run or 'all'>)"
+    )
+    parser.add_argument(
+        "--no-reproducers",
+        action="store_true",
+        help="do not rebuild a reproducer per root cause (fast: reports without the script)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the root causes as JSON")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def latest_results(results: list[TestResult]) -> list[TestResult]:
+    """One result per (instance, target): the last one stored (a later run re-tests it)."""
+    latest: dict[tuple[str, str], TestResult] = {}
+    for r in results:
+        latest[(r.instance_id, r.target)] = r
+    return list(latest.values())
+
+
+def run(args: argparse.Namespace) -> int:
+    from opera.corpus import instances_by_id
+    from opera.progress import progress_bar
+    from opera.store import ResultStore
+    from opera.triage.reports import write_reports
+    from opera.triage.root_causes import BUG_OUTCOMES, find_root_causes
+
+    if not Path(args.store).exists():
+        raise OperaError(f"store not found: {args.store}")
+    with ResultStore(args.store) as store:
+        runs = [store.get_run(args.run)] if args.run is not None else store.runs()
+        results = latest_results(store.results(args.run))
+    if args.target:
+        unknown = set(args.target) - {r.target for r in results}
+        if unknown:
+            raise OperaError(f"no results for target(s) {', '.join(sorted(unknown))} in {args.store}")
+        results = [r for r in results if r.target in set(args.target)]
+    instances = instances_by_id(
+        (c for run in runs for c in run.corpus),
+        {r.instance_id for r in results},
+        warn=lambda line: print(line + " (its failures are one root cause per signature)", file=sys.stderr),
+    )
+    causes = find_root_causes(results, instances)
+    out_dir = Path(args.output) if args.output else Path(f"{args.store}.d") / "triage" / str(args.run or "all")
+    by_key = {(r.instance_id, r.target): r for r in results}
+    versions = {t: v for run in runs for t, v in run.versions.items()}
+    reports = []
+    with progress_bar(total=len(causes), desc="reports", unit="root cause", disable=args.quiet) as bar:
+        for cause in causes:
+            result = by_key[(cause.example, cause.target)]
+            reports.append(_report(cause, result, instances.get(cause.example), versions, out_dir, not args.no_reproducers))
+            bar.update(1)
+    paths = write_reports(reports, out_dir)
+    ledger = [
+        {**report.cause.to_json(), "title": _title(report), "report": str(path), "stage": report.result.stage.value}
+        for report, path in zip(reports, paths, strict=True)
+    ]
+    (out_dir / "root-causes.json").write_text(json.dumps(ledger, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(ledger, indent=2))
+        return 0
+    signatures = {r.signature for r in results if r.outcome in BUG_OUTCOMES and r.signature}
+    _print_summary(causes, signatures, out_dir)
+    return 0
+
+
+def _title(report: Any) -> str:
+    from opera.triage.reports import title
+
+    return title(report.cause, report.result)
+
+
+def _report(cause: Any, result: TestResult, instance: Any, versions: dict[str, Any], out_dir: Path, scripts: bool) -> Any:
+    from opera.run.targets import get_target
+    from opera.templates import get_template
+    from opera.triage.reports import CauseReport
+
+    target = get_target(cause.target)
+    reproducer = None
+    doc_url = None
+    reference = ""
+    if instance is not None:
+        template = get_template(instance.library)
+        doc_url = template.doc_url(instance.api)
+        if scripts:
+            from opera.reproduce.write import write_reproducer
+
+            try:
+                path = write_reproducer(instance, target, result, out_dir / "reproducers", file_name=f"{cause.id}.py")
+            except Exception as exc:  # the library cannot rebuild it here: the report says so
+                print(f"{cause.id}: no reproducer ({type(exc).__name__}: {exc})", file=sys.stderr)
+                path = None
+            if path is not None:
+                reproducer = path.read_text(encoding="utf-8")
+        reference = template.reference_name
+    return CauseReport(
+        cause,
+        result,
+        instance,
+        versions.get(cause.target, {}),
+        reproducer,
+        issue_tracker=target.issue_tracker,
+        doc_url=doc_url,
+        reference=reference,
+    )
+
+
+def _print_summary(causes: list[Any], signatures: set[str], out_dir: Path) -> None:
+    by_target: dict[str, tuple[set[str], int]] = {}
+    for cause in causes:
+        sigs, n = by_target.get(cause.target, (set(), 0))
+        by_target[cause.target] = (sigs | set(cause.signatures), n + 1)
+    print(f"{'target':<22} {'signatures':>10} {'root causes':>11}")
+    for target in sorted(by_target):
+        sigs, n = by_target[target]
+        print(f"{target:<22} {len(sigs):>10} {n:>11}")
+    print(f"{len(signatures)} signatures -> {len(causes)} root causes")
+    for cause in causes:
+        print(f"  {cause.id}  {len(cause.instances):>4}  {cause.title[:140]}")
+    print(f"reports: {out_dir}/<root cause>.md, machine-readable: {out_dir}/root-causes.json")

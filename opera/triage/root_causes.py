@@ -1,0 +1,318 @@
+"""Root causes: from failure signatures to the defects behind them.
+
+A signature (innermost frontend frame + exception type, or target + converter) is how a run
+de-duplicates failures, but it is not a defect: one ``Resize`` converter signature can hold an
+ignored ``antialias`` and a rounded scale, and one missing dtype in a shared helper shows up under
+many operators. A root cause here is
+
+    (target, signature, normalized error line, distinguishing features)
+
+- **split**: within a signature, failures whose error lines differ after normalization (numbers,
+  quoted names and addresses removed) are different defects; within one error line and one
+  operator, the failing instances are explained by the features they have and no passing instance
+  of the same operator on the same target has (a dtype, an attribute, an attribute's value, an
+  opset, a rank, an empty tensor, a parameter's value partition; a pair of them when no single one
+  separates), chosen greedily to cover the failures with as few features as possible. An operator
+  none of whose instances passes is explained by "every instance".
+- **merge**: root causes of one target with the same signature and features (e.g. ``dtype:float16``
+  in a shared conversion helper, met by several operators) are one; so are those with the same
+  long, specific error line (one message, one defect: reached with other features, by other
+  operators, or through other frames). Their features are then the list of what explains each.
+
+Failures whose instances are not available (the corpus is gone) are one root cause per signature
+and error line, with features ``?``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from opera.model import OperatorInstance
+from opera.outcomes import Outcome, TestResult
+from opera.prioritize.partitions import named_parameters, partition
+from opera.values import TensorSpec
+
+__all__ = ["BUG_OUTCOMES", "RootCause", "error_line", "find_root_causes", "instance_features", "raw_error_line"]
+
+# the outcomes that are bugs (one signature each)
+BUG_OUTCOMES = frozenset({Outcome.CRASH, Outcome.NATIVE_CRASH, Outcome.TIMEOUT, Outcome.INCONSISTENT})
+EVERY_INSTANCE = "every instance"
+UNKNOWN = "?"
+NO_FEATURE = "no distinguishing feature"
+# an error line this long (normalized) names one defect even when reached through different frames
+_SPECIFIC_ERROR = 40
+
+# feature kinds, most general first: a tie in coverage goes to the more general explanation
+_KIND_ORDER = ("dtype", "attribute", "opset", "rank", "empty", "value")
+
+
+@dataclass
+class RootCause:
+    target: str
+    kind: str  # the outcome: crash / native-crash / timeout / inconsistent
+    features: tuple[str, ...]
+    error: str  # the normalized error line ("" for inconsistencies)
+    signatures: list[str] = field(default_factory=list)
+    apis: list[str] = field(default_factory=list)
+    instances: list[str] = field(default_factory=list)  # failing instance ids
+    example: str = ""  # the smallest failing instance's id
+    keys: list[str] = field(default_factory=list)  # the member keys (one per merged part)
+
+    @property
+    def id(self) -> str:
+        """Stable across runs: derived from the first member key (target, signature, error, features)."""
+        return "rc-" + hashlib.sha1(min(self.keys).encode()).hexdigest()[:10]
+
+    @property
+    def title(self) -> str:
+        where = self.signatures[0].split(":", 2)[-1] if self.signatures else ""
+        ops = ", ".join(self.apis[:3]) + (f" (+{len(self.apis) - 3} more)" if len(self.apis) > 3 else "")
+        return f"{self.target}: {self.kind} in {where} on {ops} [{', '.join(self.features)}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "target": self.target,
+            "kind": self.kind,
+            "features": list(self.features),
+            "error": self.error,
+            "signatures": self.signatures,
+            "apis": self.apis,
+            "instances": len(self.instances),
+            "example_instance": self.example,
+            "keys": sorted(self.keys),
+        }
+
+
+_DTYPE_WORD = re.compile(
+    r"\b(u?int(4|8|16|32|64)|float(4|8|16|32|64)\w*|bfloat16|bool|complex(64|128)|[iuf](4|8|16|32|64)|bf16|boolean)\b"
+)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w])")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+# lines of a native frontend's message that say where, not what
+_LOCATION_ONLY = re.compile(
+    r"^(Exception from \S+:\d+:?|FrontEnd API failed with \w+:?|-- .* with a message:|Summary:|"
+    r"Check 'false' failed at \S+unconverted_ops_report\.cpp:\d+:?|\^+|~+)$"
+)
+
+
+def error_line(message: str) -> str:
+    """What a stored crash message says went wrong, normalized (``raw_error_line`` with numbers,
+    addresses and dtype names replaced, so that one defect met with other values reads the same).
+    Quoted names are kept: ``KeyError: 'num_heads'`` and ``KeyError: 'axis'`` are different defects."""
+    line = raw_error_line(message)
+    line = _NUMBER.sub("N", _HEX.sub("ADDR", line))
+    return " ".join(_DTYPE_WORD.sub("DT", line).split())[:200]
+
+
+def raw_error_line(message: str) -> str:
+    """The exception's type and its most specific line (the last one that is not only a location:
+    OpenVINO's nested "Exception from <file>" / "Check ... failed at" wrappers are skipped)."""
+    lines = [line.rstrip() for line in message.splitlines() if line.strip()]
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith('  File "')), default=-1)
+    block = [line.strip() for line in lines[last_frame + 1 :] if not line.startswith("    ")]
+    if not block:
+        return ""
+    kind = block[0].split(":", 1)[0] if ":" in block[0] else ""
+    informative = [line for line in block if not _LOCATION_ONLY.match(line)]
+    line = informative[-1] if informative else block[0]
+    if kind and not line.startswith(kind):
+        line = f"{kind}: {line}"
+    return line
+
+
+def _tensor(value: Any) -> tuple[str, tuple[Any, ...]] | None:
+    if isinstance(value, TensorSpec):
+        return str(value.dtype), tuple(value.shape)
+    if isinstance(value, np.ndarray):
+        return value.dtype.name, tuple(value.shape)
+    return None
+
+
+def _plain(value: Any) -> str | None:
+    if isinstance(value, (np.ndarray, TensorSpec)):
+        return None
+    text = repr(value.item() if isinstance(value, np.generic) else value)
+    return text if len(text) <= 40 else None
+
+
+def instance_features(inst: OperatorInstance) -> set[str]:
+    """What an instance is made of, in words a maintainer reads: ``dtype:float16``,
+    ``attribute:antialias``, ``attribute:mode='cubic'``, ``opset:18``, ``rank:0``, ``empty``
+    (a zero-size tensor), ``value:<param>=<partition>``."""
+    feats: set[str] = set()
+
+    def walk(name: str, value: Any) -> None:
+        tensor = _tensor(value)
+        if tensor is not None:
+            dtype, shape = tensor
+            feats.add(f"dtype:{dtype}")
+            feats.add(f"rank:{len(shape)}")
+            if any(isinstance(d, int) and d == 0 for d in shape):
+                feats.add("empty")
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if _tensor(item) is not None:
+                    walk(name, item)
+
+    for name, value in named_parameters(inst):
+        walk(name, value)
+        feats.add(f"value:{name}={_partition_text(partition(value))}")
+    for key, value in inst.kwargs.items():
+        feats.add(f"attribute:{key}")
+        text = _plain(value)
+        if text is not None:
+            feats.add(f"attribute:{key}={text}")
+    opset = inst.extra.get("opset") if inst.extra else None
+    if opset is not None:
+        feats.add(f"opset:{opset}")
+    return feats
+
+
+def _partition_text(part: Hashable) -> str:
+    return str(part).replace(" ", "")
+
+
+def _kind_rank(feature: str) -> int:
+    kind = feature.split(":", 1)[0]
+    return _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
+
+
+def _explain(
+    failing: dict[str, set[str]], passing: list[set[str]]
+) -> dict[str, tuple[str, ...]]:
+    """For each failing instance id, the feature (or pair) that explains it: present in it and in
+    no passing instance; greedily the fewest features covering the most failures."""
+    if not passing:
+        return {i: (EVERY_INSTANCE,) for i in failing}
+    seen_passing: set[str] = set().union(*passing)
+    candidates: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for inst_id, feats in failing.items():
+        for feat in feats - seen_passing:
+            candidates[(feat,)].add(inst_id)
+    explained = set().union(*candidates.values()) if candidates else set()
+    for inst_id, feats in failing.items():  # pairs, only for what no single feature explains
+        if inst_id in explained:
+            continue
+        for a, b in combinations(sorted(feats), 2):
+            if not any(a in p and b in p for p in passing):
+                candidates[(a, b)].add(inst_id)
+    out: dict[str, tuple[str, ...]] = {}
+    uncovered = set(failing)
+    while uncovered and candidates:
+        best = min(
+            candidates,
+            key=lambda c: (-len(candidates[c] & uncovered), len(c), max(_kind_rank(f) for f in c), len("".join(c)), c),
+        )
+        covered = candidates.pop(best) & uncovered
+        if not covered:
+            break
+        for inst_id in covered:
+            out[inst_id] = best
+        uncovered -= covered
+    for inst_id in uncovered:
+        out[inst_id] = (NO_FEATURE,)
+    return out
+
+
+def _key(target: str, signature: str, error: str, features: tuple[str, ...]) -> str:
+    return "|".join((target, signature, error, "+".join(features)))
+
+
+def find_root_causes(
+    results: Iterable[TestResult], instances: Mapping[str, OperatorInstance] | None = None
+) -> list[RootCause]:
+    """The root causes of the bug outcomes in ``results`` (passing results of the same operators
+    are the contrast), biggest first. ``instances``: id -> instance (the run's corpus)."""
+    instances = instances or {}
+    results = list(results)
+    features: dict[str, set[str]] = {}
+
+    def feats(inst_id: str) -> set[str] | None:
+        if inst_id not in features:
+            inst = instances.get(inst_id)
+            if inst is None:
+                return None
+            features[inst_id] = instance_features(inst)
+        return features[inst_id]
+
+    passing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    # (target, signature, error, api) -> failing results
+    groups: dict[tuple[str, str, str, str], list[TestResult]] = defaultdict(list)
+    for r in results:
+        if r.outcome is Outcome.PASS:
+            passing[(r.target, r.api)].append(r.instance_id)
+        elif r.outcome in BUG_OUTCOMES and r.signature:
+            error = error_line(r.message) if r.outcome is Outcome.CRASH else ""
+            groups[(r.target, r.signature, error, r.api)].append(r)
+
+    parts: dict[str, RootCause] = {}  # member key -> part (before merging)
+    for (target, signature, error, api), failed in groups.items():
+        known = {r.instance_id: feats(r.instance_id) for r in failed}
+        if any(f is None for f in known.values()):
+            explanation: dict[str, tuple[str, ...]] = {r.instance_id: (UNKNOWN,) for r in failed}
+        else:
+            contrast = [f for i in passing[(target, api)] if (f := feats(i)) is not None]
+            explanation = _explain({i: f for i, f in known.items() if f is not None}, contrast)
+        for r in failed:
+            feature = explanation[r.instance_id]
+            key = _key(target, signature, error, feature)
+            part = parts.get(key)
+            if part is None:
+                part = parts[key] = RootCause(target, r.outcome.value, feature, error, keys=[key])
+            if signature not in part.signatures:
+                part.signatures.append(signature)
+            if api not in part.apis:
+                part.apis.append(api)
+            part.instances.append(r.instance_id)
+    merged = _merge(list(parts.values()))
+    size = {r.instance_id: len(instances[r.instance_id].to_line()) for r in results if r.instance_id in instances}
+    for cause in merged:
+        cause.example = min(cause.instances, key=lambda i: (size.get(i, 1 << 30), i))
+        cause.signatures.sort()
+        cause.apis.sort()
+    return sorted(merged, key=lambda c: (-len(c.instances), c.target, c.id))
+
+
+def _merge(parts: list[RootCause]) -> list[RootCause]:
+    """Union of parts of one target that share (signature, error, features), or a long specific
+    error line (with the same features)."""
+    parent = list(range(len(parts)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_of: dict[tuple[str, ...], int] = {}
+    for i, part in enumerate(parts):
+        keys = [("signature", part.target, part.signatures[0], part.error, *part.features)]
+        if len(part.error) >= _SPECIFIC_ERROR:
+            keys.append(("error", part.target, part.kind, part.error))
+        for key in keys:
+            if key in first_of:
+                parent[find(i)] = find(first_of[key])
+            else:
+                first_of[key] = i
+    out: dict[int, RootCause] = {}
+    for i, part in enumerate(parts):
+        root = find(i)
+        if root not in out:
+            out[root] = part
+            continue
+        into = out[root]
+        into.keys.extend(part.keys)
+        into.features = into.features + tuple(f for f in part.features if f not in into.features)
+        into.signatures.extend(s for s in part.signatures if s not in into.signatures)
+        into.apis.extend(a for a in part.apis if a not in into.apis)
+        into.instances.extend(part.instances)
+    return list(out.values())

@@ -1,0 +1,150 @@
+"""Root causes (issue 13, item 1): instances built to share a cause or not, and ``opera triage`` end
+to end on a real run.
+
+The clustering tests give ``find_root_causes`` real ``OperatorInstance``s and the ``TestResult``s a
+run would store for them: what separates the failing instances of a signature from the passing
+ones names the cause, and signatures that are one defect are merged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from _run_fixtures import ONNX_EXTRA, fault, relus, write
+
+from opera.cli import main
+from opera.model import InstanceKind, OperatorInstance, Source
+from opera.outcomes import Outcome, Stage, TestResult
+from opera.triage.root_causes import EVERY_INSTANCE, UNKNOWN, error_line, find_root_causes, raw_error_line
+
+
+def _resize(k: int, **attrs: object) -> OperatorInstance:
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) + k
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::Resize",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(x, np.array([], np.float32), np.array([1, 1, 2, 2], np.float32)),
+        kwargs=dict(attrs),
+        extra=dict(ONNX_EXTRA, opset=19),
+        source=Source(suite="opera-tests", test=f"resize{k}"),
+    )
+
+
+def _cast(k: int, dtype: str) -> OperatorInstance:
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::Cast",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(np.full((2, k + 1), 1, dtype=dtype),),
+        kwargs={"to": 1},
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test=f"cast{k}"),
+    )
+
+
+def _result(inst: OperatorInstance, outcome: Outcome, signature: str | None = None, message: str = "") -> TestResult:
+    return TestResult(inst.id, inst.api, "tvm-onnx", outcome, Stage.CONVERT, signature=signature, message=message)
+
+
+def _crash(exc_line: str, frame: str = "convert") -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "/x/site-packages/tvm/relax/frontend/onnx/onnx_frontend.py", line 10, in {frame}\n'
+        "    do()\n"
+        f"{exc_line}\n"
+    )
+
+
+def test_one_signature_with_two_defects_splits_by_what_the_failures_share() -> None:
+    passing = [_resize(k, mode="nearest") for k in range(3)]
+    antialias = [_resize(10 + k, mode="linear", antialias=1) for k in range(2)]
+    policy = [_resize(20, mode="nearest", keep_aspect_ratio_policy="not_larger")]
+    sig = "inconsistent:tvm-onnx:converter=Resize._impl_v18"
+    results = [_result(i, Outcome.PASS) for i in passing]
+    results += [_result(i, Outcome.INCONSISTENT, sig) for i in antialias + policy]
+    instances = {i.id: i for i in passing + antialias + policy}
+    causes = find_root_causes(results, instances)
+    assert len(causes) == 2
+    by_feature = {c.features: c for c in causes}
+    assert by_feature[("attribute:antialias",)].instances == [i.id for i in antialias]
+    assert by_feature[("attribute:keep_aspect_ratio_policy",)].instances == [policy[0].id]
+    # stable ids, and the same instances give the same root causes in another order
+    again = find_root_causes(list(reversed(results)), instances)
+    assert sorted(c.id for c in again) == sorted(c.id for c in causes)
+
+
+def test_dtype_explains_failures_and_an_operator_that_always_fails_says_so() -> None:
+    good = [_cast(k, "float32") for k in range(3)]
+    bad = [_cast(k, "float16") for k in range(2)]
+    sig = "inconsistent:tvm-onnx:converter=Cast._impl_v13"
+    results = [_result(i, Outcome.PASS) for i in good] + [_result(i, Outcome.INCONSISTENT, sig) for i in bad]
+    relu = relus(2)
+    relu_sig = "inconsistent:tvm-onnx:converter=Relu._impl_v14"
+    results += [_result(i, Outcome.INCONSISTENT, relu_sig) for i in relu]
+    causes = find_root_causes(results, {i.id: i for i in good + bad + relu})
+    features = {c.apis[0]: c.features for c in causes}
+    assert features == {"onnx::Cast": ("dtype:float16",), "onnx::Relu": (EVERY_INSTANCE,)}
+    # the example is the smallest failing instance
+    cast = next(c for c in causes if c.apis == ["onnx::Cast"])
+    assert cast.example == bad[0].id
+    # without the corpus nothing can be told apart: one root cause per signature
+    blind = find_root_causes(results, {})
+    assert sorted(c.features for c in blind) == [(UNKNOWN,), (UNKNOWN,)]
+
+
+def test_error_lines_split_one_frame_and_merge_across_frames() -> None:
+    a, b, c, d = relus(4)
+    frame_sig = "crash:tvm-onnx:tvm/relax/frontend/onnx/onnx_frontend.py:_impl_v1:KeyError"
+    specific = "TypeError: Binary operators must have the same datatype for both operands (float32 vs int64)"
+    results = [
+        _result(a, Outcome.CRASH, frame_sig, _crash("KeyError: 'num_heads'")),
+        _result(b, Outcome.CRASH, frame_sig, _crash("KeyError: 'axis'")),
+        # one specific message reached through two frames (and with other dtypes): one defect
+        _result(c, Outcome.CRASH, "crash:tvm-onnx:f.py:_binary:TypeError", _crash(specific)),
+        _result(d, Outcome.CRASH, "crash:tvm-onnx:g.py:_pow:TypeError", _crash(specific.replace("int64", "uint8"))),
+    ]
+    causes = find_root_causes(results, {i.id: i for i in (a, b, c, d)})
+    assert len(causes) == 3
+    merged = next(cause for cause in causes if len(cause.signatures) == 2)
+    assert sorted(merged.instances) == sorted([c.id, d.id])
+    assert {cause.error for cause in causes if cause.signatures == [frame_sig]} == {
+        "KeyError: 'num_heads'",
+        "KeyError: 'axis'",
+    }
+
+
+def test_error_line_reads_the_specific_line_of_a_native_message() -> None:
+    message = _crash(
+        "openvino._pyopenvino.OpConversionFailure: Check 'false' failed at "
+        "src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
+        "FrontEnd API failed with OpConversionFailure:\n-- Mod-28 with a message:\n"
+        "Check 'x.get_element_type().is_integral()' failed at src/frontends/onnx/frontend/src/op/mod.cpp:27:\n"
+        "the input must be integral, got f32"
+    )
+    assert raw_error_line(message) == "openvino._pyopenvino.OpConversionFailure: the input must be integral, got f32"
+    assert error_line(message) == "openvino._pyopenvino.OpConversionFailure: the input must be integral, got DT"
+
+
+def test_opera_triage_writes_a_report_per_root_cause(tmp_path: Path, capsys) -> None:
+    corpus = write(tmp_path / "c.jsonl", [fault("raise", k) for k in range(3)] + relus(2, start=5))
+    store = tmp_path / "opera.db"
+    assert main(["run", str(corpus), "-t", "test-faults", "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "triage"
+    assert main(["triage", "--store", str(store), "-o", str(out), "-q"]) == 0
+    printed = capsys.readouterr().out
+    ledger = json.loads((out / "root-causes.json").read_text())
+    # test-faults: the three "raise" instances are one crash; test-wrong: every instance is wrong
+    by_target = {entry["target"]: entry for entry in ledger}
+    assert set(by_target) == {"test-faults", "test-wrong"}
+    assert by_target["test-faults"]["instances"] == 3 and by_target["test-faults"]["kind"] == "crash"
+    # the injected fault rides on the (1, 3) inputs of fault(); the passing Relus are (2, 3)
+    assert by_target["test-faults"]["features"] == ["value:in0=('tensor','float32',2,(1,2))"]
+    assert by_target["test-wrong"]["features"] == [EVERY_INSTANCE]
+    report = (out / f"{by_target['test-faults']['id']}.md").read_text()
+    assert "RuntimeError: injected fault in the test-faults target" in report
+    assert "```python" in report and "Opera reproducer" in report  # the standalone script inline
+    assert "2 signatures -> 2 root causes" in printed
