@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fixed slice behind the README's "How far to trust a verdict" figures (issue 11): the first
+# The fixed slice behind the "How far to trust a verdict" figures of docs/results.md (issue 11): the first
 # N instances of each shipped human corpus in the `opera` order (prioritized for the library's
 # first target), run through every CPU target of the library, into one store. Running the same
 # script with an older checkout's `opera` (OPERA=...) on the same order files gives the

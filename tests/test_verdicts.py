@@ -245,8 +245,8 @@ def test_a_structseq_output_still_gets_a_reproducer_that_reproduces(tmp_path) ->
 
 
 # ---- class 9: a frontend that crashes on what it does not implement is a gap, not a bug ----------
-# Found by judging a stratified sample of a run's signatures by hand (README, "How far to trust a
-# verdict"): each of these was reported as a crash and is a feature the frontend lacks.
+# Found by judging a stratified sample of a run's signatures by hand (docs/results.md, How far to
+# trust a verdict): each of these was reported as a crash and is a feature the frontend lacks.
 GAPS_SEEN_AS_CRASHES = [
     ("tvm-onnx", "onnx", "98def989e6aff65f3bc3"),  # EyeLike with a dtype other than the input's
     ("tvm-onnx", "onnx", "06ef5b7f41032f9e5a86"),  # Cast to UINT2: no sub-byte tensors in the runtime

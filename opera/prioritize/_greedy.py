@@ -22,7 +22,7 @@ frequency of its partitions among the operator's tests), then the instance seen 
 The rarity tie-break is ours, not the paper's: without it every operator's first pick is its first
 test in corpus order, which in suites sorted by name is the most basic one (``test_bitshift_left``
 before ``..._shift_ge_width``). On the measured ONNX run it raised the ``opera`` strategy's APFD on
-tvm-onnx from 0.602 to 0.708 and on ov-onnx from 0.555 to 0.614 (README, "The real comparison").
+tvm-onnx from 0.602 to 0.708 and on ov-onnx from 0.555 to 0.614 (docs/results.md, The real comparison).
 """
 
 from __future__ import annotations

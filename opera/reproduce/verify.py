@@ -268,8 +268,8 @@ def run_reproducer(
 
 def _environment() -> dict[str, str]:
     env = dict(os.environ)
-    # OpenVINO's telemetry forks a child per convert_model in a plain process (README): off, as in
-    # the run's workers; it changes nothing the script computes.
+    # OpenVINO's telemetry forks a child per convert_model in a plain process (docs/results.md, Runner
+    # throughput and overhead): off, as in the run's workers; it changes nothing the script computes.
     env.setdefault("CI", "true")
     env.setdefault("PYTHONFAULTHANDLER", "1")  # a native crash prints the Python stack on stderr
     return env
