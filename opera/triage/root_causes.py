@@ -220,7 +220,35 @@ def _explain(
         uncovered -= covered
     for inst_id in uncovered:
         out[inst_id] = (NO_FEATURE,)
-    return out
+    return _coarsen(out)
+
+
+def _feature_key(feature: str) -> str:
+    """What a single feature is a value of: ``attribute:to=17`` -> ``attribute:to``, ``dtype:int8`` ->
+    ``dtype``; a feature with no value is its own key."""
+    kind, _, rest = feature.partition(":")
+    if kind == "dtype" or kind == "rank":
+        return kind
+    return f"{kind}:{rest.split('=', 1)[0]}" if "=" in rest else feature
+
+
+def _coarsen(explanation: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Single features that are values of one key (``attribute:to=17``, ``attribute:to=19``) become
+    one: ``attribute:to in {17, 19}``. Each value separating the failures on its own says the
+    defect is in how that attribute (or dtype) is handled, not in one value of it."""
+    singles = {f[0] for f in explanation.values() if len(f) == 1}
+    by_key: dict[str, list[str]] = defaultdict(list)
+    for feature in sorted(singles):
+        key = _feature_key(feature)
+        if key != feature:
+            by_key[key].append(feature)
+    merged: dict[str, str] = {}
+    for key, features in by_key.items():
+        if len(features) > 1:
+            values = ", ".join(f.split("=", 1)[1] if "=" in f else f.split(":", 1)[1] for f in features)
+            for feature in features:
+                merged[feature] = f"{key} in {{{values}}}"
+    return {i: ((merged[f[0]],) if len(f) == 1 and f[0] in merged else f) for i, f in explanation.items()}
 
 
 def _key(target: str, signature: str, error: str, features: tuple[str, ...]) -> str:
