@@ -24,9 +24,11 @@ def _size(text: str) -> int:
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """--executor / --address (part of ``add_run_settings_arguments``; also used by `opera targets`)."""
+    from opera.run.executors import EXECUTORS
+
     parser.add_argument(
         "--executor",
-        choices=["local", "ray"],
+        choices=EXECUTORS.names(),  # the executor modules of opera/run/executors (and plugins)
         default=None,
         help="where tests run: local worker pool (default) or a Ray cluster (pip install -e '.[ray]')",
     )
