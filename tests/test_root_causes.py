@@ -148,3 +148,10 @@ def test_opera_triage_writes_a_report_per_root_cause(tmp_path: Path, capsys) -> 
     assert "RuntimeError: injected fault in the test-faults target" in report
     assert "```python" in report and "Opera reproducer" in report  # the standalone script inline
     assert "2 signatures -> 2 root causes" in printed
+    # opera bugs shows the same clustering: root cause -> its signatures -> example instances
+    assert main(["bugs", "--store", str(store), "--root-causes"]) == 0
+    listing = capsys.readouterr().out
+    crash = by_target["test-faults"]
+    block = listing[listing.index(crash["id"]) :].splitlines()
+    assert "3 test(s)" in block[0] and block[1].strip() == "error: " + crash["error"]
+    assert block[2].strip() == crash["signatures"][0] and crash["example_instance"] in block[3]

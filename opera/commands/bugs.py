@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="coverage gaps instead: what each frontend does not implement (unsupported results), as a "
         "per-target operator x feature table with evidence; not bugs",
     )
+    parser.add_argument(
+        "--root-causes",
+        action="store_true",
+        help="group the signatures into root causes (what separates the failing instances from the "
+        "passing ones; signatures that are one defect merged): root cause -> signatures -> examples",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
             if verifying:
                 raise OperaError("--by-source does not verify; leave out --verify")
             return _by_source(store, args)
+        if args.root_causes:
+            if verifying:
+                raise OperaError("--root-causes does not verify; leave out --verify")
+            return _root_causes(store, args)
         interrupted = False
         if verifying:
             interrupted = _verify(store, args, run_record)
@@ -118,6 +128,42 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         print("verification interrupted: the verdicts shown are the ones stored")
         return 130
+    return 0
+
+
+def _root_causes(store: ResultStore, args: argparse.Namespace) -> int:
+    """Root cause -> its signatures -> example instances (``opera triage`` writes the reports)."""
+    from opera.commands.triage import latest_results
+    from opera.corpus import instances_by_id
+    from opera.triage.root_causes import find_root_causes
+
+    results = latest_results(store.results(args.run))
+    runs = [store.get_run(args.run)] if args.run is not None else store.runs()
+    instances = instances_by_id(
+        (c for run in runs for c in run.corpus),
+        {r.instance_id for r in results},
+        warn=lambda line: print(line + " (its failures are one root cause per signature)", file=sys.stderr),
+    )
+    causes = find_root_causes(results, instances)
+    if args.json:
+        print(json.dumps([c.to_json() for c in causes], indent=2))
+        return 0
+    per_signature: dict[str, list[str]] = {}
+    for r in results:
+        if r.signature:
+            per_signature.setdefault(r.signature, []).append(r.instance_id)
+    for cause in causes:
+        print(f"{cause.id}  {len(cause.instances):>4} test(s)  {cause.target}  [{', '.join(cause.features)}]")
+        if cause.error:
+            print(f"    error: {cause.error}")
+        mine = set(cause.instances)
+        for signature in cause.signatures:
+            examples = [i for i in per_signature.get(signature, []) if i in mine]
+            shown = ", ".join(examples[:3]) + (f" (+{len(examples) - 3})" if len(examples) > 3 else "")
+            print(f"    {signature}")
+            print(f"        {shown}")
+    n_sigs = len({s for c in causes for s in c.signatures})
+    print(f"{n_sigs} signature(s) -> {len(causes)} root cause(s); reports: opera triage --store {args.store}")
     return 0
 
 
