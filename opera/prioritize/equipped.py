@@ -7,7 +7,7 @@ per line (ONNX, Keras) or per ``# test_id: N`` block (PyTorch):
 
 - ONNX: ``make_graph(op_type='Conv', kwargs={...}, input_name=(...), input_shape=(...),
   input_dtype=('FLOAT', ...), output_name=..., output_shape=..., output_dtype=...)``. In
-  ``../equipped/`` files: one record per node; an omitted optional input has shape ``None`` and
+  ``equipped/`` files (the project's own, e.g. TVM 0.27's): one record per node; an omitted optional input has shape ``None`` and
   dtype ``'UNDEFINED'``; unknown dimensions are ``None``/``'?'``, symbolic ones their name;
   sequences/optionals are ``'SEQUENCE(FLOAT)'``/``'OPTIONAL(...)'``.
 - Keras: ``layer_test(keras.layers.Conv2D, args=(...), kwargs={...}, input_shape=[...],
@@ -60,7 +60,7 @@ _ONNX_DTYPES = {
     "FLOAT8E5M2": "float8_e5m2",
 }
 
-# Op types TVM 0.27's ONNX frontend tests use from the ``com.microsoft`` domain (../equipped/README).
+# Op types TVM 0.27's ONNX frontend tests use from the ``com.microsoft`` domain (equipped/README.md).
 MICROSOFT_OPS = frozenset(
     {
         "Attention",
