@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 OPERA := $(VENV)/bin/opera
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup browser test demo lint
+.PHONY: setup browser test test-fast demo lint
 
 $(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ browser:
 
 test: setup browser
 	OPERA_REQUIRE_BROWSER=1 $(PY) -m pytest -q -ra
+
+# The edit loop: the suite without the tests marked slow (a real harvest, a notebook, a Ray cluster,
+# real compilers over a slice; see tests/conftest.py). `make test` above stays the full suite.
+test-fast: setup browser
+	OPERA_REQUIRE_BROWSER=1 $(PY) -m pytest -q -ra -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check opera instrumentation templates tests benchmarks notebooks

@@ -210,13 +210,10 @@ def test_targets_lists_versions_and_hides_test_only_targets(capsys) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not os.environ.get("OPERA_SLOW_TESTS"),
-    reason="imports torch+TF+TVM+OpenVINO in two workers (~1 min); set OPERA_SLOW_TESTS=1",
-)
 def test_real_torch_and_keras_frontends(tmp_path) -> None:
     """One torch function on tvm-torch / ov-torch / inductor-torch and one Keras layer on
-    tvm-keras / ov-keras, through the real templates and artifacts: all pass."""
+    tvm-keras / ov-keras, through the real templates and artifacts: all pass. About a minute: two
+    workers each import torch, TensorFlow, TVM and OpenVINO."""
     from _run_fixtures import keras_dense, torch_gelu
 
     corpus = write(tmp_path / "c.jsonl", [torch_gelu(), keras_dense()])

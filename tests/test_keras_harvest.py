@@ -59,6 +59,7 @@ def harvested(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[OperatorIn
     return instances, tmp
 
 
+@pytest.mark.slow
 def test_records_exactly_the_top_level_calls(harvested: tuple[list[OperatorInstance], Path]) -> None:
     instances, _ = harvested
     # Nothing from inside the calls: not the conv_transpose/bias ops of Conv2DTranspose.call, not
@@ -88,6 +89,7 @@ def test_records_exactly_the_top_level_calls(harvested: tuple[list[OperatorInsta
     assert all(i.library_version == keras.__version__ for i in instances)
 
 
+@pytest.mark.slow
 def test_template_round_trip_matches_the_test(harvested: tuple[list[OperatorInstance], Path]) -> None:
     """The rebuilt model reproduces what the test computed: same seed -> same initial weights."""
     instances, out = harvested

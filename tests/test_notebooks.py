@@ -85,6 +85,7 @@ def test_committed_notebooks_have_no_outputs() -> None:
                 assert cell.outputs == [] and cell.execution_count is None, path.name
 
 
+@pytest.mark.slow
 def test_apfd_notebook_on_a_small_real_store(tmp_path: Path, kernel_env: Path, monkeypatch) -> None:
     # test-faults: raise, segv, abort (3 unique bugs) at ranks 7, 8, 9 of 16 tests; test-wrong: 1 bug
     instances = (
@@ -106,6 +107,7 @@ def test_apfd_notebook_on_a_small_real_store(tmp_path: Path, kernel_env: Path, m
     assert pngs == 2  # one time-to-bug plot per target
 
 
+@pytest.mark.slow
 def test_corpus_notebook_on_a_corpus_slice(tmp_path: Path, kernel_env: Path, monkeypatch) -> None:
     corpus_dir = tmp_path / "harvested"
     corpus_dir.mkdir()

@@ -48,6 +48,7 @@ def _roundtrip(inst: OperatorInstance) -> OperatorInstance:
     return OperatorInstance.from_json(json.loads(inst.to_line()))
 
 
+@pytest.mark.slow
 def test_pytest_harvest_records_resize_node(tmp_path: Path) -> None:
     test_file = tmp_path / "test_build_resize.py"
     test_file.write_text(RESIZE_TEST)
@@ -197,6 +198,7 @@ def node_cases() -> dict[str, Any]:
         return {case.name: case for case in load_node_cases()}
 
 
+@pytest.mark.slow
 def test_node_tests_source_respects_limit_and_keeps_real_inputs(node_cases: dict[str, Any]) -> None:
     source = get_source("onnx", "node-tests")
     assert source.default
@@ -233,6 +235,7 @@ def _expected(case: Any) -> list[np.ndarray]:
         ("test_cast_FLOAT_to_FLOAT8E4M3FN", "onnx.reference"),  # opset 28 Cast: ORT cannot load it
     ],
 )
+@pytest.mark.slow
 def test_template_reference_equals_node_test_expected_output(
     node_cases: dict[str, Any], name: str, reference: str
 ) -> None:
@@ -254,6 +257,7 @@ def test_template_reference_equals_node_test_expected_output(
     assert template.validate(inst).valid is True
 
 
+@pytest.mark.slow
 def test_opset_newer_than_onnxruntime_is_lowered_when_the_schema_is_unchanged(
     node_cases: dict[str, Any],
 ) -> None:
@@ -270,6 +274,7 @@ def test_opset_newer_than_onnxruntime_is_lowered_when_the_schema_is_unchanged(
     assert built.details["reference"] == "onnxruntime"
 
 
+@pytest.mark.slow
 def test_sequence_input_is_an_object_spec_with_its_element_type(node_cases: dict[str, Any]) -> None:
     (inst,) = node_test_instances(node_cases["test_sequence_insert_at_back"], onnx.__version__)
     sequence = inst.inputs[0]
@@ -278,6 +283,7 @@ def test_sequence_input_is_an_object_spec_with_its_element_type(node_cases: dict
     assert all(isinstance(item, np.ndarray) for item in sequence.args[0])
 
 
+@pytest.mark.slow
 def test_expanded_case_inner_nodes_get_exact_intermediate_values(node_cases: dict[str, Any]) -> None:
     case = node_cases["test_sequence_map_identity_1_sequence_expanded"]
     instances = node_test_instances(case, onnx.__version__, intermediate=True)

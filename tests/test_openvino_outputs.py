@@ -45,6 +45,7 @@ def test_raw_bit_outputs_come_back_as_values(to: int, dtype: str, values: list[f
     np.testing.assert_array_equal(out.astype(np.float32), source)
 
 
+@pytest.mark.slow
 def test_ov_torch_feeds_only_the_parameters_openvino_kept() -> None:
     """``linspace(0, t, steps=0)`` does not depend on ``t``: OpenVINO drops that parameter, and
     feeding it anyway failed at run time ("Input port for index 0 was not found")."""

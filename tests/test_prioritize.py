@@ -426,6 +426,7 @@ def test_cli_prioritize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 # ---- coverage measurement on TVM (slow; needs apache-tvm) -------------------------------------
 
 
+@pytest.mark.slow
 def test_measure_tvm_onnx_coverage(tmp_path: Path) -> None:
     pytest.importorskip("tvm.relax.frontend.onnx")
     from opera.prioritize.coverage_data import load_coverage
@@ -448,6 +449,7 @@ def test_measure_tvm_onnx_coverage(tmp_path: Path) -> None:
     assert order[0] == max((relu, conv), key=lambda i: len(cov[i.id])).id
 
 
+@pytest.mark.slow
 def test_coverage_of_any_target_only_the_runs_instances(tmp_path: Path) -> None:
     """tvm-keras: the target's declared frontend path is measured, and --store/--run keeps exactly
     the instances that run planned for the target."""

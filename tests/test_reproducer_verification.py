@@ -458,6 +458,7 @@ def test_neg_inf_positions_are_compared(tmp_path) -> None:
     assert _run(path).returncode == 0
 
 
+@pytest.mark.slow
 def test_zero_d_arrays_stay_zero_d(tmp_path) -> None:
     """np.ascontiguousarray returns at least 1-d: ONNX Size's 0-d output was embedded as [1],
     so a passing test "reproduced" a shape mismatch (and 0-d inputs were fed 1-d)."""
@@ -472,6 +473,7 @@ def test_zero_d_arrays_stay_zero_d(tmp_path) -> None:
     assert 'INPUTS = _arrays("""[{"dtype": "float32", "shape": [], ' in text
 
 
+@pytest.mark.slow
 def test_ov_inputs_are_fed_by_name(tmp_path) -> None:
     """OpenVINO drops CastLike's `target_type` input (only its dtype matters): the run feeds the
     one parameter by name, the script fed both inputs by position ("Input port for index 1 was

@@ -80,6 +80,7 @@ def test_inductor_reproducer_of_a_module_runs_and_matches(tmp_path) -> None:
     assert "not reproduced" in proc.stdout and "chebyshev distance" in proc.stdout
 
 
+@pytest.mark.slow
 def test_tvm_reproducer_flattens_outputs_like_the_target(tmp_path) -> None:
     """ONNX Shape returns a tvm_ffi.Shape (a tuple subclass): the reproducer uses the target's own
     flattening, so a Shape that passes in Opera is one int64[1] output on its own, not 1 scalar."""

@@ -134,6 +134,7 @@ def test_chebyshev_distance_of_real_outputs_recorded_for_passes(tmp_path) -> Non
     assert np.isfinite(results[0].duration) and results[0].duration > 0
 
 
+@pytest.mark.slow
 def test_library_disagreeing_with_itself_is_nondeterministic(tmp_path) -> None:
     """F.dropout(training=True) draws a new mask on every call: the two reference runs differ.
     (onnxruntime's Random* ops are NOT caught this way: a fresh session repeats the same values.)

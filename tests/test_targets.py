@@ -7,8 +7,9 @@ operator the frontend has no converter for must come out ``unsupported`` (the me
 pattern in ``opera/verdict/unsupported.toml``, not a crash).
 
 The tests run the per-test function of a worker (``opera.run.execution.execute_task``) in this
-process, with one ``WorkerState`` per module, so every framework and compiler is imported once:
-no worker pool. The runner's isolation is tested in ``test_runner.py`` / ``test_cli_run.py``.
+process, with one ``WorkerState`` per module (the ``state`` fixture, conftest.py), so every
+framework and compiler is imported once: no worker pool. The runner's isolation is tested in
+``test_runner.py`` / ``test_cli_run.py``.
 
 The unsupported instances were found by trying them on this machine (TVM 0.27, OpenVINO 2026.4,
 torch 2.13, TensorFlow 2.21); the expected message fragment is asserted so that a frontend that
@@ -17,7 +18,6 @@ gains the converter fails this test loudly instead of silently testing nothing.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from opera.corpus import CorpusReader
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, TestResult
 from opera.run.execution import WorkerState, execute_task
-from opera.run.executors import TestTask, WorkerSettings
+from opera.run.executors import TestTask
 
 pytestmark = pytest.mark.slow
 
@@ -114,15 +114,6 @@ def instances() -> dict[str, dict[str, OperatorInstance]]:
         wanted = set(good) | {api for lib, api, _ in UNSUPPORTED.values() if lib == library}
         out[library] = _first_valid(library, wanted)
     return out
-
-
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> WorkerState:
-    """One worker's state for the whole module: targets and configs are loaded once."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Inductor's default cache lies in the system temp folder and grows (PITFALLS.md).
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor-cache")))
-    return WorkerState(WorkerSettings(seed=0))
 
 
 def _available(state: WorkerState, target: str) -> None:

@@ -236,13 +236,6 @@ def test_worker_settings_and_cli_flag() -> None:
 # -- the frontends on the constants form ---------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> WorkerState:
-    os.environ.setdefault("CI", "true")  # no OpenVINO telemetry
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor-cache")))
-    return WorkerState(WorkerSettings(seed=0))
-
-
 def _verdict(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:
     return verdict_in_process(state, inst, target)
 

@@ -53,6 +53,7 @@ def record(body: object) -> list[OperatorInstance]:
     return recorded
 
 
+@pytest.mark.slow
 def test_pytest_suite_harvest_records_exactly_the_top_level_calls(tmp_path: Path) -> None:
     (tmp_path / "test_tiny.py").write_text(SUITE)
     out = tmp_path / "torch.jsonl.gz"
@@ -183,6 +184,7 @@ def flatten(result: object) -> list[np.ndarray]:
     return flatten_outputs(result)
 
 
+@pytest.mark.slow
 def test_opinfo_source_respects_limit_and_records_both_variants() -> None:
     recorder = TorchRecorder()
     instances = list(opinfo_source(recorder, HarvestOptions(limit=12)))

@@ -15,7 +15,6 @@ message above before the change (TVM 0.27). If TVM learns to legalize the NHWC o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,7 @@ from opera.corpus import CorpusReader
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, Stage
 from opera.run.execution import WorkerState, execute_task
-from opera.run.executors import TestTask, WorkerSettings
+from opera.run.executors import TestTask
 
 HARVESTED = Path(__file__).resolve().parents[1] / "harvested"
 CODEGEN_CRASH = "CodeGenVM cannot emit this Relax operator directly"
@@ -68,13 +67,12 @@ def corpus() -> dict[str, OperatorInstance]:
 
 
 @pytest.fixture(scope="module")
-def state() -> WorkerState:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    st = WorkerState(WorkerSettings(seed=0))
-    reason = st.target("tvm-keras").availability()
+def state(state: WorkerState) -> WorkerState:
+    """conftest.py's worker state, where tvm-keras is usable."""
+    reason = state.target("tvm-keras").availability()
     if reason is not None:
         pytest.skip(f"tvm-keras is not available here: {reason}")
-    return st
+    return state
 
 
 # -- the real instances -----------------------------------------------------------------------

@@ -14,7 +14,6 @@ a real compiler with the worker's own per-test function (``execute_task``, in th
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -37,13 +36,6 @@ def _instance(library: str, test: str, api: str | None = None) -> OperatorInstan
         if inst.source.test == test and (api is None or inst.api == api):
             return inst
     raise AssertionError(f"{test} is not in harvested/{library}.jsonl.gz")
-
-
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> WorkerState:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor-cache")))
-    return WorkerState(WorkerSettings(seed=0))
 
 
 def _run(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:

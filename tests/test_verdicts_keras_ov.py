@@ -13,7 +13,6 @@ as in ``test_targets.py``; the outcome before the fix is in each test's docstrin
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,6 @@ from opera.corpus import CorpusReader
 from opera.model import InstanceKind, OperatorInstance, Source
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.execution import WorkerState
-from opera.run.executors import WorkerSettings
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +39,6 @@ def _instance(library: str, api: str, test: str, instance_id: str | None = None)
         if instance_id is None or inst.id == instance_id:
             return inst
     raise AssertionError(f"no {api} instance {instance_id or ''} of {test} in harvested/{library}.jsonl.gz")
-
-
-@pytest.fixture(scope="module")
-def state() -> WorkerState:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    return WorkerState(WorkerSettings(seed=0))
 
 
 def _available(state: WorkerState, target: str) -> None:
