@@ -37,7 +37,7 @@ from opera.model import OperatorInstance  # noqa: E402
 from opera.run.executors import WorkerSettings  # noqa: E402
 from opera.run.runner import RunConfig, load_instances  # noqa: E402
 from opera.store import BugRecord, ResultStore  # noqa: E402
-from opera.triage.reduce import Reduction, reduce_instance, still_fails_on  # noqa: E402
+from opera.triage.reduce import Reduction, reduce_instance, still_fails_on, tensor_elements  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "reduction.json"
 
@@ -66,6 +66,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="the first N signatures")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per reduction")
     parser.add_argument("--max-candidates", type=int, default=200)
+    parser.add_argument("--rechecks", type=int, default=1, help="re-checks of the original before it is flaky")
     parser.add_argument("--timeout", type=float, default=None, help="per-candidate timeout (default: the run's)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -94,7 +95,9 @@ def main() -> int:
             for bug in target_bugs:
                 pred.signature = bug.signature
                 original: OperatorInstance = instances[bug.example_instance]
-                reduction = reduce_instance(original, pred, budget_s=args.budget, max_candidates=args.max_candidates)
+                reduction = reduce_instance(
+                    original, pred, budget_s=args.budget, max_candidates=args.max_candidates, rechecks=args.rechecks
+                )
                 reductions[bug.signature] = (bug, reduction)
                 print(f"{bug.signature}: {reduction.summary()}", flush=True)
 
@@ -125,6 +128,8 @@ def main() -> int:
                             "target": target,
                             "api": bug.example_api,
                             **reduction.to_json(),
+                            "elements_before": tensor_elements(reduction.original),
+                            "elements_after": tensor_elements(reduction.reduced),
                             "still_fails": still,
                             "recheck": outcome.result.signature or outcome.result.outcome.value,
                             "reproducer": repro_status,
@@ -140,6 +145,7 @@ def main() -> int:
         "run": args.run,
         "budget_s": args.budget,
         "max_candidates": args.max_candidates,
+        "rechecks": args.rechecks,
         "cpus": os.cpu_count(),
         "signatures": len(rows),
         "not_in_corpus": missing,
@@ -147,6 +153,8 @@ def main() -> int:
         "median_size_before": _median([r["size_before"] for r in done]),
         "median_size_after": _median([r["size_after"] for r in done]),
         "median_size_ratio": _median([r["size_after"] / r["size_before"] for r in done]),
+        "median_elements_before": _median([r["elements_before"] for r in done]),
+        "median_elements_after": _median([r["elements_after"] for r in done]),
         "median_seconds": _median([r["seconds"] for r in done]),
         "median_candidates": _median([r["candidates"] for r in done]),
         "stopped_because": dict(Counter(r["stopped_because"] for r in done)),

@@ -22,7 +22,7 @@ from opera.corpus import CorpusReader
 from opera.model import InstanceKind, OperatorInstance, Source
 from opera.outcomes import Outcome
 from opera.run.execution import instance_size
-from opera.triage.reduce import REDUCED_FROM, Reduction, reduce_instance, still_fails_on
+from opera.triage.reduce import REDUCED_FROM, Reduction, reduce_instance, still_fails_on, tensor_elements
 from opera.values import TensorSpec
 from opera.verdict.signature import inconsistency_signature, native_signature
 
@@ -56,6 +56,7 @@ def _check_identity(reduction: Reduction) -> None:
     assert back.id == reduced.id and back.to_line() == reduced.to_line()
     assert reduced.valid is None and reduced.outputs is None  # the original's verdicts are not its own
     assert reduction.size_after == instance_size(reduced) < instance_size(original) == reduction.size_before
+    assert tensor_elements(reduced) <= tensor_elements(original)
 
 
 # ---- the algorithm, with pure-Python predicates ----------------------------------------------
@@ -124,6 +125,16 @@ def test_an_optional_onnx_input_is_omitted() -> None:
     reduction = reduce_instance(inst, lambda c: len(c.inputs) >= 2 and c.inputs[1] is not None)
     assert len(reduction.reduced.inputs) == 2 and reduction.reduced.inputs[1] is not None
     assert "in2: omitted (optional input)" in reduction.steps
+    _check_identity(reduction)
+
+
+def test_an_empty_tensor_is_left_as_it_is() -> None:
+    """CastLike's ``target_type`` input of shape (0,) (the ONNX node tests'): nothing to drop or
+    slice there, and the other input still shrinks."""
+    inst = _onnx("CastLike", (_random(3, 5), np.zeros((0,), np.float32)))
+    reduction = reduce_instance(inst, lambda c: len(c.inputs) == 2)
+    assert reduction.stopped_because == "fixed point"
+    assert np.shape(reduction.reduced.inputs[1]) == (0,) and np.size(reduction.reduced.inputs[0]) == 1
     _check_identity(reduction)
 
 
@@ -200,6 +211,15 @@ def test_an_original_that_no_longer_fails_is_flaky_and_nothing_is_reduced() -> N
     assert reduction.reduced is inst
     assert "flaky" in reduction.summary() and "nothing reduced" in reduction.summary()
     assert reduction.to_json()["flaky"] is True
+
+
+def test_a_failure_that_shows_only_sometimes_gets_its_rechecks() -> None:
+    inst = _onnx("Relu", (_random(3, 4),))
+    answers = iter([False, False, True])
+    reduction = reduce_instance(inst, lambda c: next(answers, True), rechecks=3)
+    assert not reduction.flaky and reduction.accepted >= 1
+    answers = iter([False, False, True])
+    assert reduce_instance(inst, lambda c: next(answers, True), rechecks=2).flaky
 
 
 def test_a_predicate_that_breaks_keeps_the_best_so_far() -> None:

@@ -48,6 +48,7 @@ import numpy as np
 from opera.errors import OperaError
 from opera.model import InstanceKind, OperatorInstance
 from opera.outcomes import TestResult
+from opera.run.execution import instance_size
 from opera.run.executors import (
     Executor,
     ExecutorRequest,
@@ -61,11 +62,16 @@ from opera.values import ObjectSpec, TensorSpec
 __all__ = [
     "DEFAULT_BUDGET_S",
     "DEFAULT_MAX_CANDIDATES",
+    "BUDGET",
+    "FIXED_POINT",
+    "FLAKY",
+    "MAX_CANDIDATES",
     "REDUCED_FROM",
     "IsolatedPredicate",
     "Reduction",
     "reduce_instance",
     "still_fails_on",
+    "tensor_elements",
 ]
 
 DEFAULT_BUDGET_S = 120.0
@@ -87,7 +93,9 @@ _SPEC_MIN_ELEMENTS = 8
 @dataclass
 class Reduction:
     """What a reduction did. ``reduced`` is ``original`` itself when nothing was kept (flaky, or no
-    candidate still failed); otherwise a new instance with ``extra["reduced_from"]``."""
+    candidate still failed); otherwise a new instance with ``extra["reduced_from"]``, no validity
+    verdict and no output signature (those were the original's). Sizes are ``instance_size``: the
+    reduced one's counts its ``reduced_from`` note (about 40 characters)."""
 
     original: OperatorInstance
     reduced: OperatorInstance
@@ -135,8 +143,6 @@ class Reduction:
 
 
 def _size(inst: OperatorInstance) -> int:
-    from opera.run.execution import instance_size
-
     return instance_size(inst)
 
 
@@ -273,6 +279,11 @@ def _complexity(value: np.ndarray | TensorSpec) -> int:
     return nonzero + fractional
 
 
+def tensor_elements(inst: OperatorInstance) -> int:
+    """How many elements the instance's tensors hold (an unknown dimension counts 2)."""
+    return sum(_numel(v) for _, v in _all_values(inst) if _is_tensor(v))
+
+
 def _key(inst: OperatorInstance) -> tuple[int, int, int]:
     tensors = [v for _, v in _all_values(inst) if _is_tensor(v)]
     return _size(inst), sum(_numel(t) for t in tensors), sum(_complexity(t) for t in tensors)
@@ -346,7 +357,7 @@ def _drop_leading(last: bool = False) -> Change:
             return None
         if isinstance(value, TensorSpec):
             return (None if last else (dataclasses.replace(value, shape=shape[1:]), ""))
-        if last and shape[0] < 2:
+        if shape[0] == 0 or (last and shape[0] < 2):  # nothing to keep / the same as the first
             return None
         return np.array(value[-1 if last else 0], dtype=value.dtype), " (the last one)" if last else ""
 
@@ -546,7 +557,7 @@ def _value_candidates(value: np.ndarray | TensorSpec) -> list[tuple[Any, str]]:
             out.append((spec, "values -> zeros (generated)"))
     out.append((np.zeros_like(arr), "values -> zeros"))
     out.append((np.ones_like(arr), "values -> ones"))
-    if np.issubdtype(arr.dtype, np.floating) or arr.dtype.kind == "V" or str(arr.dtype) in ("bfloat16",):
+    if arr.dtype.kind in ("f", "V"):  # V: bfloat16 (ml_dtypes)
         with contextlib.suppress(Exception), np.errstate(invalid="ignore"):
             small = np.clip(np.round(arr.astype(np.float64)), -4, 4)
             small = np.where(np.isfinite(small), small, 0).astype(arr.dtype)
@@ -674,11 +685,15 @@ def reduce_instance(
     *,
     budget_s: float = DEFAULT_BUDGET_S,
     max_candidates: int = DEFAULT_MAX_CANDIDATES,
+    rechecks: int = 1,
 ) -> Reduction:
     """Shrink ``inst`` while ``still_fails`` holds (see the module docstring).
 
-    ``still_fails`` is asked about ``inst`` itself first: when it says no, the failure is flaky and
-    nothing is reduced (``Reduction.flaky``). ``budget_s`` bounds the wall time (checked before each
+    ``still_fails`` is asked about ``inst`` itself first, up to ``rechecks`` times until it says
+    yes: when it never does, the failure is flaky and nothing is reduced (``Reduction.flaky``; a
+    failure that shows only sometimes, such as uninitialized output, may need a few). Each
+    candidate is asked once: one that fails only sometimes may be refused, never wrongly kept.
+    ``budget_s`` bounds the wall time (checked before each
     candidate: one slow candidate may overrun it), ``max_candidates`` the candidates tried; either
     way the best instance so far is kept. An exception from ``still_fails`` stops the reduction
     with the best so far (``stopped_because = "error: ..."``)."""
@@ -690,10 +705,14 @@ def reduce_instance(
         result.seconds = time.monotonic() - started
         return result
 
-    try:
-        fails = bool(still_fails(inst))
-    except Exception as exc:
-        return finish(f"error: {_one_line(exc)}")
+    fails = False
+    for _ in range(max(1, rechecks)):
+        try:
+            fails = bool(still_fails(inst))
+        except Exception as exc:
+            return finish(f"error: {_one_line(exc)}")
+        if fails:
+            break
     if not fails:
         result.flaky = True
         return finish(FLAKY)
@@ -708,7 +727,10 @@ def reduce_instance(
                 return finish(MAX_CANDIDATES)
             if time.monotonic() - started >= budget_s:
                 return finish(BUDGET)
-            made = move(best)
+            try:
+                made = move(best)
+            except Exception:  # a move that does not fit this value (an odd shape): not a candidate
+                made = None
             if made is None:
                 continue
             candidate, description = made
