@@ -1,5 +1,12 @@
-"""opera bugs [--store] [--run] [--verify | --verify-pending]: unique bug signatures with counts,
-one reproducer each, and whether that reproducer shows its failure on its own."""
+"""opera bugs [--store] [--run] [--verify | --verify-pending] [--ledger]: unique bug signatures with
+counts, one reproducer each, and whether that reproducer shows its failure on its own.
+
+With a ledger of known bugs (``--ledger``, default ``bugs/ledger.toml`` when it exists here), each
+signature is ``known`` when a ledger entry of its target names it (its ``signature`` key, whatever
+features or error narrow the entry) and ``new`` otherwise; an entry with only an ``id`` names a
+root cause, not a signature, and counts in ``--root-causes`` (each root cause matched as
+``opera triage`` does), not in the signature list. A ledger with no entry for the listed targets
+changes nothing (the project's ledger is about real compilers, not a store of test targets)."""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ from typing import Any
 
 from opera.errors import OperaError
 from opera.store import BugRecord, ResultStore
+from opera.triage.ledger import Entry, Ledger, add_ledger_argument, resolve_ledger
 
 HELP = "list unique bug signatures (crash, native crash, timeout, inconsistency) with a reproducer each"
 
@@ -65,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="group the signatures into root causes (what separates the failing instances from the "
         "passing ones; signatures that are one defect merged): root cause -> signatures -> examples",
     )
+    add_ledger_argument(parser)  # a known/new column
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     verifying = args.verify or args.verify_pending
     if args.timeout is not None and not verifying:
         raise OperaError("--timeout goes with --verify or --verify-pending")
+    ledger = resolve_ledger(args.ledger)
     with ResultStore(args.store) as store:
         run_record = (
             store.get_run(args.run) if args.run is not None else None
@@ -90,18 +100,28 @@ def run(args: argparse.Namespace) -> int:
         if args.root_causes:
             if verifying:
                 raise OperaError("--root-causes does not verify; leave out --verify")
-            return _root_causes(store, args)
+            return _root_causes(store, args, ledger)
         interrupted = False
         if verifying:
             interrupted = _verify(store, args, run_record)
         bugs = store.bugs(args.run)
         harness = _harness_errors(store, args.run)
+    ledger = _for_targets(ledger, {b.target for b in bugs})
     from opera.reproduce.verify import summarize
 
     summary = summarize(bugs)
     if args.json:
         # one object per signature, as before; repro_status etc. say how its reproducer did
-        print(json.dumps([{**b.__dict__, "outcome": b.outcome.value} for b in bugs], indent=2))
+        print(
+            json.dumps(
+                [
+                    {**b.__dict__, "outcome": b.outcome.value}
+                    | ({"ledger": _ledger_json(ledger, b)} if ledger is not None else {})
+                    for b in bugs
+                ],
+                indent=2,
+            )
+        )
         return 130 if interrupted else 0
     if not bugs:
         print("no bug signatures" + (f" in run {args.run}" if args.run is not None else ""))
@@ -109,15 +129,22 @@ def run(args: argparse.Namespace) -> int:
         return 130 if interrupted else 0
     width = max(len(_status(b)) for b in bugs)
     for b in bugs:
-        print(f"{b.count:>5}  {_status(b):<{width}}  {b.signature}")
-        pad = " " * (7 + width + 2)
+        entry = _named_by(ledger, b) if ledger is not None else None
+        known = "" if ledger is None else f"{'known' if entry is not None else 'new':<5}  "
+        print(f"{b.count:>5}  {_status(b):<{width}}  {known}{b.signature}")
+        pad = " " * (7 + width + 2 + len(known))
         print(
             f"{pad}first run {b.first_run}, last run {b.last_run}, example {b.example_instance} ({b.example_api})"
         )
         print(f"{pad}reproducer: {b.reproducer or '-'}")
         if b.repro_status is not None and b.repro_detail:
             print(f"{pad}on its own: {b.repro_detail}")
+        if entry is not None:
+            print(f"{pad}ledger: {entry.name}, {entry.label.removeprefix('known (').removesuffix(')')}")
     line = f"{len(bugs)} signature(s)"
+    if ledger is not None:
+        known_count = sum(_named_by(ledger, b) is not None for b in bugs)
+        line += f" ({known_count} known to the ledger {ledger.path}, {len(bugs) - known_count} new)"
     if summary.verified or summary.unverified:
         line += f"; {summary.headline()}"
     print(line)
@@ -131,7 +158,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _root_causes(store: ResultStore, args: argparse.Namespace) -> int:
+def _for_targets(ledger: Ledger | None, targets: set[str]) -> Ledger | None:
+    """The ledger, or None when it has no entry for any of ``targets``."""
+    return ledger if ledger is not None and any(e.target in targets for e in ledger.entries) else None
+
+
+def _named_by(ledger: Ledger, bug: BugRecord) -> Entry | None:
+    """The first ledger entry of the bug's target that names its signature."""
+    return next((e for e in ledger.entries if e.target == bug.target and e.signature == bug.signature), None)
+
+
+def _ledger_json(ledger: Ledger, bug: BugRecord) -> dict[str, Any]:
+    entry = _named_by(ledger, bug)
+    return {"known": False} if entry is None else {"known": True, **entry.to_json()}
+
+
+def _root_causes(store: ResultStore, args: argparse.Namespace, ledger: Ledger | None = None) -> int:
     """Root cause -> its signatures -> example instances (``opera triage`` writes the reports)."""
     from opera.commands.triage import latest_results
     from opera.corpus import instances_by_id
@@ -145,15 +187,24 @@ def _root_causes(store: ResultStore, args: argparse.Namespace) -> int:
         warn=lambda line: print(line + " (its failures are one root cause per signature)", file=sys.stderr),
     )
     causes = find_root_causes(results, instances)
+    targets = {r.target for r in results}
+    ledger = _for_targets(ledger, targets)
+    known = ledger.classify(causes, targets) if ledger is not None else None
     if args.json:
-        print(json.dumps([c.to_json() for c in causes], indent=2))
+        print(
+            json.dumps(
+                [c.to_json() | ({"ledger": known.as_json(c)} if known is not None else {}) for c in causes],
+                indent=2,
+            )
+        )
         return 0
     per_signature: dict[str, list[str]] = {}
     for r in results:
         if r.signature:
             per_signature.setdefault(r.signature, []).append(r.instance_id)
     for cause in causes:
-        print(f"{cause.id}  {len(cause.instances):>4} test(s)  {cause.target}  [{', '.join(cause.features)}]")
+        mark = f"  {known.mark(cause)}" if known is not None else ""
+        print(f"{cause.id}  {len(cause.instances):>4} test(s)  {cause.target}  [{', '.join(cause.features)}]{mark}")
         if cause.error:
             print(f"    error: {cause.error}")
         mine = set(cause.instances)
@@ -164,6 +215,8 @@ def _root_causes(store: ResultStore, args: argparse.Namespace) -> int:
             print(f"        {shown}")
     n_sigs = len({s for c in causes for s in c.signatures})
     print(f"{n_sigs} signature(s) -> {len(causes)} root cause(s); reports: opera triage --store {args.store}")
+    if known is not None and ledger is not None:
+        print("\n".join(known.lines(ledger.path)))
     return 0
 
 

@@ -1,5 +1,6 @@
-"""opera nightly [CORPUS...] [--target T ...] [--budget 2h] [--store opera.db] [-o DIR]: the
-nightly regression job (docs/design.md, Nightly). Exit 0: no new failure; 1: new failures; 2: bad input."""
+"""opera nightly [CORPUS...] [--target T ...] [--budget 2h] [--store opera.db] [-o DIR] [--ledger]:
+the nightly regression job (docs/design.md, Nightly). Exit 0: no new failure; 1: new failures (with
+a ledger of known bugs: new failures whose root cause it does not know); 2: bad input."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from opera.commands.run import add_run_settings_arguments, run_settings_from_args
 from opera.errors import OperaError
 from opera.run.runner import parse_duration
+from opera.triage.ledger import add_ledger_argument, ledger_path
 
 HELP = (
     "prioritized, budgeted run of the corpus on every installed target, compared with the previous "
@@ -42,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_run_settings_arguments(parser, seed_help="seed for inputs, weights and strategies (default 0)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    add_ledger_argument(parser)  # new failures it knows are "known (URL)", not counted toward exit 1
 
 
 def _equipped(specs: list[str]) -> dict[str, list[str]]:
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         equipped=equipped,
         out_dir=args.output,
+        ledger=ledger_path(args.ledger),
         **settings.run_settings(),
     )
     try:

@@ -12,6 +12,7 @@ from typing import Any
 
 from opera.errors import OperaError
 from opera.outcomes import TestResult
+from opera.triage.ledger import add_ledger_argument, resolve_ledger
 
 HELP = "group failures into root causes and write one upstream-ready bug report per root cause"
 
@@ -30,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the root causes as JSON")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    add_ledger_argument(parser)  # known (status, URL) or new, per root cause
 
 
 def latest_results(results: list[TestResult]) -> list[TestResult]:
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not Path(args.store).exists():
         raise OperaError(f"store not found: {args.store}")
+    ledger = resolve_ledger(args.ledger)
     with ResultStore(args.store) as store:
         runs = [store.get_run(args.run)] if args.run is not None else store.runs()
         results = latest_results(store.results(args.run))
@@ -73,16 +76,27 @@ def run(args: argparse.Namespace) -> int:
             reports.append(_report(cause, result, instances.get(cause.example), versions, out_dir, not args.no_reproducers))
             bar.update(1)
     paths = write_reports(reports, out_dir)
-    ledger = [
-        {**report.cause.to_json(), "title": _title(report), "report": str(path), "stage": report.result.stage.value}
+    known = ledger.classify(causes, {r.target for r in results}) if ledger is not None else None
+    ledger_json = [
+        {
+            **report.cause.to_json(),
+            "title": _title(report),
+            "report": str(path),
+            "stage": report.result.stage.value,
+            "ledger": known.as_json(report.cause) if known is not None else None,
+        }
         for report, path in zip(reports, paths, strict=True)
     ]
-    (out_dir / "root-causes.json").write_text(json.dumps(ledger, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "root-causes.json").write_text(json.dumps(ledger_json, indent=2) + "\n", encoding="utf-8")
     if args.json:
-        print(json.dumps(ledger, indent=2))
+        print(json.dumps(ledger_json, indent=2))
+        for line in known.lines(ledger.path)[1:] if known is not None and ledger is not None else []:
+            print(line, file=sys.stderr)  # the entries that matched nothing
         return 0
     signatures = {r.signature for r in results if r.outcome in BUG_OUTCOMES and r.signature}
-    _print_summary(causes, signatures, out_dir)
+    _print_summary(causes, signatures, out_dir, known.mark if known is not None else None)
+    if known is not None and ledger is not None:
+        print("\n".join(known.lines(ledger.path)))
     return 0
 
 
@@ -127,7 +141,8 @@ def _report(cause: Any, result: TestResult, instance: Any, versions: dict[str, A
     )
 
 
-def _print_summary(causes: list[Any], signatures: set[str], out_dir: Path) -> None:
+def _print_summary(causes: list[Any], signatures: set[str], out_dir: Path, mark: Any = None) -> None:
+    """``mark``: the ledger's word for a root cause (``known (...)`` / ``new``), None without one."""
     by_target: dict[str, tuple[set[str], int]] = {}
     for cause in causes:
         sigs, n = by_target.get(cause.target, (set(), 0))
@@ -138,5 +153,6 @@ def _print_summary(causes: list[Any], signatures: set[str], out_dir: Path) -> No
         print(f"{target:<22} {len(sigs):>10} {n:>11}")
     print(f"{len(signatures)} signatures -> {len(causes)} root causes")
     for cause in causes:
-        print(f"  {cause.id}  {len(cause.instances):>4}  {cause.title[:140]}")
+        known = f"{mark(cause)}  " if mark is not None else ""
+        print(f"  {cause.id}  {len(cause.instances):>4}  {known}{cause.title[:140]}")
     print(f"reports: {out_dir}/<root cause>.md, machine-readable: {out_dir}/root-causes.json")

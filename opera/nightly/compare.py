@@ -14,6 +14,10 @@ in any earlier run of the store: ``known_signatures``), and a *new failure* othe
 reach tonight must not turn the job red for a known bug, but a bug found for the first time is
 news. On a first night every failure is new. Each change carries the target's compiler/library version changes
 between the two runs, so a verdict change can be tied to an upgrade.
+
+With a ledger of known bugs (``opera.nightly.known``), a new failure whose root cause the ledger
+knows carries its entry (``Change.known``): it is listed as known and does not count toward the
+exit code (``TargetComparison.new_failures`` are the unknown ones).
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opera.outcomes import FAILURE_OUTCOMES, Outcome, Stage, TestResult
+
+if TYPE_CHECKING:
+    from opera.triage.ledger import Entry
 
 __all__ = [
     "Change",
@@ -76,6 +83,7 @@ class Change:
     before: Verdict | None  # None: the previous run did not execute this test (or first night)
     after: Verdict
     version_changes: tuple[str, ...] = ()  # e.g. "openvino 2026.3.0 -> 2026.4.1"; () when none
+    known: Entry | None = None  # a new failure whose root cause the ledger knows
 
 
 @dataclass
@@ -98,9 +106,20 @@ class TargetComparison:
         return [c for c in self.changes if c.kind is kind]
 
     @property
+    def new_failures(self) -> list[Change]:
+        """New failures the ledger does not know: what makes the nightly exit 1."""
+        return [c for c in self.of(ChangeKind.NEW_FAILURE) if c.known is None]
+
+    @property
+    def known_failures(self) -> list[Change]:
+        """New failures whose root cause the ledger knows (listed as known, not counted)."""
+        return [c for c in self.of(ChangeKind.NEW_FAILURE) if c.known is not None]
+
+    @property
     def regressions(self) -> list[Change]:
-        """New failures of tests the previous run executed (and that did not fail then)."""
-        return [c for c in self.of(ChangeKind.NEW_FAILURE) if c.before is not None]
+        """New failures of tests the previous run executed (and that did not fail then), unknown
+        to the ledger."""
+        return [c for c in self.new_failures if c.before is not None]
 
     def operators(self, kind: ChangeKind) -> dict[str, int]:
         """api -> number of tests with this kind of change (newly unsupported / now supported operators)."""

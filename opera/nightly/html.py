@@ -7,7 +7,10 @@ now supported operators, the time-to-bug plot (``opera.report.plots``) and the p
 map. Reproducer links are relative to the report's folder, so a CI job can archive the store's
 folder and the report together. Each reproducer's verdict when re-run on its own (``reproduces``,
 ``not-reproduced``, ...; ``opera.reproduce.verify``) is shown next to it, and a "Reproducers"
-section counts them per target and lists those that do not show their failure.
+section counts them per target and lists those that do not show their failure. With a ledger of
+known bugs (``opera.nightly.known``), the new failures it knows are listed apart ("Known
+failures", with the entry's status and URL), entries whose root cause stopped failing after an
+upgrade are "Fixed upstream?", and entries that matched nothing tonight are listed.
 """
 
 from __future__ import annotations
@@ -108,12 +111,17 @@ def _summary_table(outcome: NightlyOutcome) -> str:
 
 def _changes_table(outcome: NightlyOutcome) -> str:
     kinds = list(ChangeKind)
+    known = "<th>known (ledger)</th>" if outcome.ledger else ""  # new failures the ledger knows
     head = (
-        "<tr><th>target</th>" + "".join(f"<th>{_e(k.value)}</th>" for k in kinds) + "<th>not rerun</th></tr>"
+        "<tr><th>target</th>" + "".join(f"<th>{_e(k.value)}</th>" for k in kinds) + known + "<th>not rerun</th></tr>"
     )
     rows = [
         f"<tr><td>{_e(n.target)}</td>"
-        + "".join(f"<td class=n>{len(n.comparison.of(k))}</td>" for k in kinds)
+        + "".join(
+            f"<td class=n>{len(n.comparison.new_failures if k is ChangeKind.NEW_FAILURE else n.comparison.of(k))}</td>"
+            for k in kinds
+        )
+        + (f"<td class=n>{len(n.comparison.known_failures)}</td>" if outcome.ledger else "")
         + f"<td class=n>{n.comparison.not_rerun}</td></tr>"
         for n in outcome.nights
     ]
@@ -265,6 +273,68 @@ def _harness_table(outcome: NightlyOutcome) -> str:
     )
 
 
+def _url(url: str | None) -> str:
+    return f'<a href="{_e(url)}">{_e(url)}</a>' if url else '<span class="muted">-</span>'
+
+
+def _ledger_sections(outcome: NightlyOutcome) -> list[str]:
+    """Known failures grouped by ledger entry, "fixed upstream?", entries that matched nothing."""
+    if not outcome.ledger:
+        return []
+    known_rows = []
+    for night in outcome.nights:
+        by_entry: dict[int, list[Change]] = {}
+        for change in night.comparison.known_failures:
+            if change.known is not None:
+                by_entry.setdefault(change.known.index, []).append(change)
+        for changes in by_entry.values():
+            entry = changes[0].known
+            assert entry is not None
+            for g in group_changes(changes):
+                known_rows.append(
+                    f"<tr><td>{_e(g.target)}</td><td class=n>{len(g.changes)}</td>"
+                    f"<td><code>{_e(', '.join(g.apis[:6]))}</code></td><td>{_e(g.before)}</td><td>{_e(g.after)}</td>"
+                    f"<td>{_e(entry.name)}</td><td>{_e(entry.status)}</td><td>{_url(entry.url)}</td>"
+                    f"<td>{_e(entry.reason or entry.title or '')}</td></tr>"
+                )
+    head = (
+        "<tr><th>target</th><th>tests</th><th>operators</th><th>before</th><th>now</th><th>ledger entry</th>"
+        "<th>status</th><th>URL</th><th>note</th></tr>"
+    )
+    known = (
+        f'<table id="known-failures">{head}{"".join(known_rows)}</table>'
+        if known_rows
+        else '<p id="known-failures" class="muted">none</p>'
+    )
+    fixed = [f for n in outcome.nights if n.known is not None for f in n.known.fixed_upstream]
+    head = (
+        "<tr><th>target</th><th>ledger entry</th><th>status</th><th>URL</th><th>root cause (previous run)</th>"
+        "<th>operators</th><th>tests passing now</th><th>version changes</th></tr>"
+    )
+    rows = "".join(
+        f"<tr><td>{_e(f.target)}</td><td>{_e(f.entry.name)}</td><td>{_e(f.entry.status)}</td>"
+        f"<td>{_url(f.entry.url)}</td><td><code>{_e(f.cause_id)}</code> (run {f.previous_run_id})</td>"
+        f"<td><code>{_e(', '.join(f.apis))}</code></td><td class=n>{f.passing}</td>"
+        f"<td>{_e('; '.join(f.version_changes))}</td></tr>"
+        for f in fixed
+    )
+    upstream = f'<table id="fixed-upstream">{head}{rows}</table>' if fixed else '<p id="fixed-upstream" class="muted">none</p>'
+    stale = [e for n in outcome.nights if n.known is not None for e in n.known.unmatched]
+    unmatched = (
+        '<ul id="ledger-unmatched">' + "".join(f"<li>{_e(e.describe())}</li>" for e in stale) + "</ul>"
+        if stale
+        else '<p id="ledger-unmatched" class="muted">none</p>'
+    )
+    return [
+        f'<h2>Known failures (in the ledger <code>{_e(outcome.ledger)}</code>, not counted as new)</h2>',
+        known,
+        "<h2>Fixed upstream? (known last night, passing after a version change)</h2>",
+        upstream,
+        "<h2>Ledger entries that matched no failure tonight</h2>",
+        unmatched,
+    ]
+
+
 def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
     out = Path(path)
     base = out.parent
@@ -277,7 +347,9 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
         {n.target: [(r.result.api, r.result.outcome) for r in n.results] for n in outcome.nights},
         base / "outcome-heatmap.png",
     )
-    new = outcome.changes(ChangeKind.NEW_FAILURE)
+    new = outcome.new_failures()  # the ledger's known failures are listed apart
+    n_known = len(outcome.known_failures())
+    known_note = f" {n_known} known failure(s) in the ledger are not counted." if n_known else ""
     if outcome.interrupted:
         verdict = '<p class="verdict bad">Interrupted: the comparison covers the targets that ran.</p>'
     elif new:
@@ -285,10 +357,10 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
         verdict = (
             f'<p class="verdict bad">{len(new)} new failure(s) since the previous nightly run: '
             f"{regressions} in tests that ran without failing last time, {len(new) - regressions} in tests "
-            "not run last time.</p>"
+            f"not run last time.{known_note}</p>"
         )
     else:
-        verdict = '<p class="verdict good">No new failures since the previous nightly run.</p>'
+        verdict = f'<p class="verdict good">No new failures since the previous nightly run.{known_note}</p>'
     first = outcome.first_night_targets
     notes = []
     if first:
@@ -297,6 +369,12 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
             "with, so every failure counts as new."
         )
     notes += [_e(n) for n in outcome.notes]
+    upstream = [f for n in outcome.nights if n.known is not None for f in n.known.fixed_upstream]
+    if upstream:
+        notes.append(
+            f"{len(upstream)} ledger entr{'y' if len(upstream) == 1 else 'ies'} may be fixed upstream: known last "
+            "night, passing tonight after a version change (see Fixed upstream? below)."
+        )
     for night in outcome.nights:
         cmp = night.comparison
         if cmp.not_rerun_failures:
@@ -324,6 +402,7 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
         _versions_table(outcome),
         "<h2>New failures</h2>",
         _change_table("new-failures", new, base, first_night=bool(first), bug_of=outcome.reproducer_status),
+        *_ledger_sections(outcome),
         "<h2>Changed symptom</h2>",
         _change_table(
             "changed-symptom",

@@ -5,9 +5,10 @@ The file follows the JUnit schema that Jenkins, GitLab and most CI dashboards re
 one ``testsuite`` per target with the run and the compiler/library versions as properties. A
 failing test (crash, native crash, timeout, inconsistent) is a ``failure`` whose message starts
 with its change since the previous nightly (``new failure``, ``still failing``, ``changed
-symptom``) and the bug signature, and whose text holds the stage, the reproducer path, whether
-that reproducer shows the failure when re-run on its own, and the tool's message. ``unsupported``, ``invalid`` and ``nondeterministic`` tests are ``skipped`` with
-the reason; they are not bugs.
+symptom``; a new failure the ledger of known bugs knows says ``known (...)`` instead) and the
+bug signature, and whose text holds the stage, the reproducer path, whether that reproducer
+shows the failure when re-run on its own, and the tool's message. ``unsupported``, ``invalid``
+and ``nondeterministic`` tests are ``skipped`` with the reason; they are not bugs.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def _suite(night: TargetNight, hostname: str) -> ET.Element:
         )
         own = changes.get(r.instance_id, [])
         if r.is_failure:
-            kind = next((c.kind.value for c in own if c.kind is not ChangeKind.NEWLY_UNSUPPORTED), "failing")
+            mine = next((c for c in own if c.kind is not ChangeKind.NEWLY_UNSUPPORTED), None)
+            kind = "failing" if mine is None else mine.known.label if mine.known else mine.kind.value
             body = [
                 f"change since the previous nightly: {kind}",
                 f"outcome: {r.outcome.value} (stage {r.stage.value})",

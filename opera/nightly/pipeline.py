@@ -7,13 +7,19 @@
    database), then the corpus in the strategy's order.
 3. One ``opera run`` per target, smallest plan first, each with its share of what is left of the
    budget (``budget.py``), tagged with the nightly's number (``history.py``).
-4. Compare each target's run with its previous nightly run (``compare.py``), write JUnit XML and
+4. Compare each target's run with its previous nightly run (``compare.py``), mark the new
+   failures whose root cause the ledger of known bugs knows and flag entries "fixed upstream?"
+   (``known.py``; no ledger: nothing marked), write JUnit XML and
    the HTML report into the output directory. Each run re-runs its signatures' reproducers in fresh
    processes (``opera.reproduce.verify``, unless ``--no-verify``); the reports say which reproducers
    show their failure on their own.
 
 Bad input (unknown target, missing corpus, a budget too small to run anything, a store this Opera
-cannot read) raises ``OperaError`` before anything is stored.
+cannot read, a malformed ledger) raises ``OperaError`` before anything is stored.
+
+Exit code (``NightlyOutcome.exit_code``): 130 when interrupted; else 1 when a new failure is not
+known to the ledger (with no ledger, when anything new fails); else 0. Known failures, still
+failing tests, changed symptoms and "fixed upstream?" flags never make it 1.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from opera.corpus import CorpusReader
 from opera.errors import OperaError
@@ -31,10 +37,14 @@ from opera.model import OperatorInstance
 from opera.nightly.budget import BudgetClock, check_budget, run_order
 from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results, group_changes
 from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
+from opera.nightly.known import KnownTonight
 from opera.report.coverage_gaps import CoverageGap
 from opera.run.executors import Executor, WorkerSettings
 from opera.run.runner import RunSettings
 from opera.store import RUN_INTERRUPTED, BugRecord, RankedResult, ResultStore, RunRecord
+
+if TYPE_CHECKING:
+    from opera.triage.ledger import Ledger
 
 __all__ = ["NightlyConfig", "NightlyOutcome", "TargetNight", "default_targets", "run_nightly"]
 
@@ -55,6 +65,7 @@ class NightlyConfig(RunSettings):
     strategy: str = "opera"
     equipped: dict[str, list[str]] = field(default_factory=dict)  # target -> equipped corpora
     out_dir: str | None = None  # default: <store>.d/nightly/<number>
+    ledger: str | None = None  # the ledger of known bugs (None: none, every new failure counts)
 
 
 @dataclass
@@ -69,6 +80,7 @@ class TargetNight:
     prioritization_s: float
     # the run's signatures, with their reproducers' verdicts when re-run on their own
     bugs: list[BugRecord] = field(default_factory=list)
+    known: KnownTonight | None = None  # against the ledger (None: no ledger, or none of its entries is of this target)
 
     def reproduction_headline(self) -> str | None:
         """``N of M reproducers reproduce ...`` for the run's signatures; None when it has none."""
@@ -94,6 +106,7 @@ class NightlyOutcome:
     junit: Path | None = None
     html: Path | None = None
     gaps: list[CoverageGap] = field(default_factory=list)  # what the frontends do not implement: not bugs
+    ledger: str | None = None  # the ledger's path when one has entries for tonight's targets
 
     def reproducer_status(self, signature: str | None) -> BugRecord | None:
         """The bug row (reproducer and its verdict) of a signature seen tonight."""
@@ -108,11 +121,20 @@ class NightlyOutcome:
     def first_night_targets(self) -> list[str]:
         return [n.target for n in self.nights if n.comparison.first_night]
 
+    def new_failures(self) -> list[Change]:
+        """New failures the ledger does not know (every new failure when there is no ledger)."""
+        return [c for n in self.nights for c in n.comparison.new_failures]
+
+    def known_failures(self) -> list[Change]:
+        """New failures whose root cause the ledger knows: listed apart, not counted."""
+        return [c for n in self.nights for c in n.comparison.known_failures]
+
     @property
     def exit_code(self) -> int:
+        """130 interrupted; 1 when a new failure is unknown to the ledger; else 0."""
         if self.interrupted:
             return EXIT_INTERRUPTED
-        return EXIT_NEW_FAILURES if self.changes(ChangeKind.NEW_FAILURE) else EXIT_OK
+        return EXIT_NEW_FAILURES if self.new_failures() else EXIT_OK
 
 
 def default_targets() -> list[str]:
@@ -198,9 +220,11 @@ def run_nightly(
 ) -> NightlyOutcome:
     from opera.prioritize import write_order
     from opera.run.runner import start_run
+    from opera.triage.ledger import load_ledger
 
     log = out or sys.stderr
     started = time.time()
+    ledger = load_ledger(config.ledger) if config.ledger else None  # a bad one: before anything runs
     clock = BudgetClock(config.budget_s)
     libraries = _resolve(config.targets, check_here=config.executor == "local")
     check_budget(config.budget_s, list(libraries))
@@ -314,6 +338,9 @@ def run_nightly(
     # the corpus is read again (it was freed for the runs), keeping only tonight's instances
     by_id = {inst.id: inst for inst in CorpusReader(config.corpus) if inst.id in wanted}
     outcome.gaps = coverage_gaps(tonight, by_id)
+    if ledger is not None and any(e.target in runs for e in ledger.entries):
+        outcome.ledger = str(ledger.path)
+        _match_ledger(ledger, outcome, previous, by_id)
     from opera.nightly.html import write_html
     from opera.nightly.junit import write_junit
 
@@ -322,10 +349,60 @@ def run_nightly(
     return outcome
 
 
+def _match_ledger(
+    ledger: Ledger, outcome: NightlyOutcome, previous: dict[str, RunRecord | None], by_id: dict[str, OperatorInstance]
+) -> None:
+    """Each night against the ledger (``known.py``): the previous runs' results and the instances
+    they need (from the corpus files those runs read, when not tonight's) are read here."""
+    from opera.corpus import instances_by_id
+    from opera.nightly.known import match_night
+
+    with ResultStore(outcome.store) as store:
+        for night in outcome.nights:
+            if not any(e.target == night.target for e in ledger.entries):
+                continue
+            prev = previous.get(night.target)
+            before = store.results(prev.id) if prev is not None else []
+            missing = {r.instance_id for r in before} - by_id.keys()
+            instances = dict(by_id)
+            if prev is not None and missing:
+                instances.update(instances_by_id(prev.corpus, missing))
+            tonight = [r.result for r in night.results]
+            night.known = match_night(ledger, night.comparison, tonight, before, instances)
+
+
 def _versions(run: RunRecord, target: str) -> dict[str, Any]:
     """The target's compiler/library versions as recorded with the run, plus Opera's own."""
     recorded = run.versions.get(target, {})
     return {**(recorded if isinstance(recorded, dict) else {}), "opera": run.tool_version}
+
+
+def _known_lines(night: TargetNight) -> list[str]:
+    """The night against the ledger: known new failures grouped by entry, "fixed upstream?", the
+    entries of the target that matched nothing."""
+    if night.known is None:
+        return []
+    lines = []
+    by_entry: dict[int, list[Change]] = {}
+    for change in night.comparison.known_failures:
+        assert change.known is not None
+        by_entry.setdefault(change.known.index, []).append(change)
+    for changes in by_entry.values():
+        label = changes[0].known.label if changes[0].known is not None else ""
+        for group in group_changes(changes)[:_TEXT_GROUPS]:
+            lines.append(
+                f"  {label}: {len(group.changes)} test(s) of {', '.join(group.apis[:3])}"
+                f"{' ...' if len(group.apis) > 3 else ''}: {group.before} -> {group.after}"
+            )
+    for fixed in night.known.fixed_upstream:
+        lines.append(
+            f"  fixed upstream? {fixed.entry.name} ({fixed.entry.label.removeprefix('known (').removesuffix(')')}): "
+            f"root cause {fixed.cause_id} of {', '.join(fixed.apis[:3])} failed in run {fixed.previous_run_id}, "
+            f"its {fixed.passing} test(s) pass tonight, after {'; '.join(fixed.version_changes)}"
+        )
+    for entry in night.known.unmatched:
+        lines.append(f"  ledger: {entry.describe()}: matched no failure tonight")
+    return lines
 
 
 def render_text(outcome: NightlyOutcome) -> str:
@@ -335,6 +412,8 @@ def render_text(outcome: NightlyOutcome) -> str:
     ]
     kinds = list(ChangeKind)
     header = ["target", "run", "prev", "tests", "failing"] + [k.value for k in kinds]
+    if outcome.ledger:
+        header.append("known")  # new failures the ledger knows (the "new failure" column leaves them out)
     rows = []
     for night in outcome.nights:
         cmp = night.comparison
@@ -347,7 +426,8 @@ def render_text(outcome: NightlyOutcome) -> str:
                 str(len(night.results)),
                 str(failing),
             ]
-            + [str(len(cmp.of(k))) for k in kinds]
+            + [str(len(cmp.new_failures if k is ChangeKind.NEW_FAILURE else cmp.of(k))) for k in kinds]
+            + ([str(len(cmp.known_failures))] if outcome.ledger else [])
         )
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines.append(
@@ -366,6 +446,7 @@ def render_text(outcome: NightlyOutcome) -> str:
         if cmp.first_night:
             lines.append(
                 f"{night.target}: first nightly run, nothing to compare with: every failure counts as new"
+                + (" unless the ledger knows its root cause" if night.known is not None else "")
             )
         elif cmp.version_changes:
             lines.append(
@@ -377,7 +458,7 @@ def render_text(outcome: NightlyOutcome) -> str:
         groups = group_changes(
             c
             for c in cmp.changes
-            if c.kind in (ChangeKind.NEW_FAILURE, ChangeKind.FIXED, ChangeKind.CHANGED_SYMPTOM)
+            if c.kind in (ChangeKind.NEW_FAILURE, ChangeKind.FIXED, ChangeKind.CHANGED_SYMPTOM) and c.known is None
         )
         for group in groups[:_TEXT_GROUPS]:
             lines.append(
@@ -386,6 +467,7 @@ def render_text(outcome: NightlyOutcome) -> str:
             )
         if len(groups) > _TEXT_GROUPS:
             lines.append(f"  ... {len(groups) - _TEXT_GROUPS} more groups (see the HTML report)")
+        lines += _known_lines(night)
         for kind in (ChangeKind.NEWLY_UNSUPPORTED, ChangeKind.NOW_SUPPORTED):
             ops = cmp.operators(kind)
             if ops:
@@ -396,7 +478,8 @@ def render_text(outcome: NightlyOutcome) -> str:
                 "(no longer in the corpus, or the budget ran out)"
             )
     lines.extend(outcome.notes)
-    new = len(outcome.changes(ChangeKind.NEW_FAILURE))
+    new = len(outcome.new_failures())
+    known = len(outcome.known_failures())
     if outcome.interrupted:
         lines.append("interrupted")
     elif new:
@@ -404,9 +487,10 @@ def render_text(outcome: NightlyOutcome) -> str:
         lines.append(
             f"{new} new failure(s): {regressions} in tests that ran without failing last time, "
             f"{new - regressions} in tests not run last time (first night, new instances, or a longer reach)"
+            + (f"; {known} known failure(s) in the ledger, not counted" if known else "")
         )
     else:
-        lines.append("no new failures")
+        lines.append("no new failures" + (f" ({known} known failure(s) in the ledger, not counted)" if known else ""))
     all_bugs = [b for n in outcome.nights for b in n.bugs]
     if len(outcome.nights) > 1 and any(b.reproducer for b in all_bugs):
         from opera.reproduce.verify import summarize

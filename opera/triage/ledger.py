@@ -42,10 +42,12 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opera.errors import OperaError
-from opera.triage.root_causes import RootCause
+
+if TYPE_CHECKING:  # the CLI's parser imports this module: no numpy at startup
+    from opera.triage.root_causes import RootCause
 
 __all__ = [
     "DEFAULT_LEDGER",
@@ -55,6 +57,7 @@ __all__ = [
     "Ledger",
     "LedgerMatch",
     "add_ledger_argument",
+    "ledger_path",
     "load_ledger",
     "resolve_ledger",
 ]
@@ -334,15 +337,19 @@ def _check_unique(path: Path, entries: list[Entry]) -> None:
         keys[key] = entry
 
 
-def resolve_ledger(path: str | None) -> Ledger | None:
-    """The ledger a command uses: ``path`` when given (a missing file is an error), else
-    ``bugs/ledger.toml`` of the current directory when it exists, else None (no ledger: the
-    command behaves as it did without one)."""
+def ledger_path(path: str | None) -> str | None:
+    """The ledger file a command uses: ``path`` when given, else ``bugs/ledger.toml`` of the
+    current directory when it exists, else None (no ledger: the command behaves as it did
+    without one, and asks nothing)."""
     if path is not None:
-        return load_ledger(path)
-    if Path(DEFAULT_LEDGER).is_file():
-        return load_ledger(DEFAULT_LEDGER)
-    return None
+        return path
+    return DEFAULT_LEDGER if Path(DEFAULT_LEDGER).is_file() else None
+
+
+def resolve_ledger(path: str | None) -> Ledger | None:
+    """The ledger of ``ledger_path(path)``, loaded (a missing ``path`` is an error), or None."""
+    found = ledger_path(path)
+    return load_ledger(found) if found is not None else None
 
 
 def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
