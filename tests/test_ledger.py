@@ -452,3 +452,40 @@ def test_nightly_reports_known_failures_apart_and_flags_fixed_upstream(tmp_path:
     said = text.replace(str(tmp_path), "TMP")  # the test's own folder is named after it
     assert "known" not in said and "fixed upstream?" not in said and "ledger" not in said
     assert 'id="known-failures"' not in (out / "report.html").read_text()
+
+
+def test_fixed_upstream_needs_an_upgrade_of_the_target_and_every_rerun_test_passing(tmp_path: Path) -> None:
+    from opera.nightly import ChangeKind, compare_results
+    from opera.nightly.known import match_night
+    from opera.outcomes import Outcome, Stage, TestResult
+
+    sig = "inconsistent:t:onnx::Neg"
+    ledger = load_ledger(_ledger(tmp_path, f'[[bug]]\ntarget = "t"\nsignature = "{sig}"\nstatus = "reported"\nurl = "{URL}"\n'))
+
+    def result(iid: str, outcome: Outcome) -> TestResult:
+        return TestResult(iid, "onnx::Neg", "t", outcome, Stage.RUN, signature=sig if outcome is Outcome.INCONSISTENT else None)
+
+    before = [result("x", Outcome.INCONSISTENT), result("y", Outcome.INCONSISTENT)]
+
+    def flagged(tonight: list[TestResult], versions: dict[str, str]) -> list[str]:
+        cmp = compare_results(
+            "t", 2, tonight, previous_run_id=1, previous=before,
+            versions={"c": "1", "opera": "0.1"} | versions, previous_versions={"c": "1", "opera": "0.1"},
+        )
+        known = match_night(ledger, cmp, tonight, before, {})
+        return [f"{f.entry.name} {f.passing} {'; '.join(f.version_changes)}" for f in known.fixed_upstream]
+
+    passing = [result("x", Outcome.PASS), result("y", Outcome.PASS)]
+    assert flagged(passing, {"c": "2"}) == ["bug #1 2 c 1 -> 2"]
+    assert flagged(passing[:1], {"c": "2"}) == ["bug #1 1 c 1 -> 2"]  # y not run tonight: x says it
+    assert flagged(passing, {}) == []  # no upgrade: not "fixed upstream"
+    assert flagged(passing, {"opera": "0.2"}) == []  # a new Opera is not an upgrade of the target
+    assert flagged([result("x", Outcome.PASS), result("y", Outcome.UNSUPPORTED)], {"c": "2"}) == []
+    assert flagged([result("x", Outcome.PASS), result("y", Outcome.INCONSISTENT)], {"c": "2"}) == []  # still known
+    assert flagged([result("z", Outcome.PASS)], {"c": "2"}) == []  # none of its tests ran tonight
+    # a new failure of a known root cause is marked in place; an unknown one is not
+    tonight = [result("x", Outcome.INCONSISTENT), TestResult("w", "onnx::Abs", "t", Outcome.CRASH, Stage.CONVERT, signature="crash:t:a.py:f:E")]
+    cmp = compare_results("t", 2, tonight, previous_run_id=1, previous=[result("x", Outcome.PASS)])
+    match_night(ledger, cmp, tonight, [], {})
+    assert [(c.instance_id, c.known is not None) for c in cmp.of(ChangeKind.NEW_FAILURE)] == [("w", False), ("x", True)]
+    assert [c.instance_id for c in cmp.new_failures] == ["w"] and [c.instance_id for c in cmp.known_failures] == ["x"]
