@@ -28,6 +28,13 @@ order: the JSON length (``opera.run.execution.instance_size``) first, then fewer
 concrete array of zeros is as long as a random one). The key decreases strictly with every kept
 candidate, so the reduction ends.
 
+Not reduced: integer parameters and lists of them (``kernel_shape``, ``pads``, a shape tensor's
+*values* other than to zeros/ones), which are not changed together with the tensors they describe;
+serialized payloads (an ``ObjectSpec("onnx.TensorProto")`` input of a dtype numpy cannot hold,
+subgraph bytes); ``extra`` other than the call kwargs; ``source`` (the ``test-faults`` target
+reads its fault from it). The reduced instance is a new one: ``extra["reduced_from"]`` names the
+original (the first one, when a reduced instance is reduced again), so its id is its own.
+
 ``still_fails_on`` is the real predicate: each candidate runs isolated like any test, on one
 worker of the local executor kept for the whole reduction (a worker that dies or hangs is judged
 by the executor: a native crash or timeout of the same signature still fails).
