@@ -155,3 +155,29 @@ def test_opera_triage_writes_a_report_per_root_cause(tmp_path: Path, capsys) -> 
     block = listing[listing.index(crash["id"]) :].splitlines()
     assert "3 test(s)" in block[0] and block[1].strip() == "error: " + crash["error"]
     assert block[2].strip() == crash["signatures"][0] and crash["example_instance"] in block[3]
+
+
+def test_opera_triage_reduce_reports_the_reduced_instance(tmp_path: Path, capsys) -> None:
+    """--reduce: each root cause's example shrinks on its target (isolated, like any test), still
+    fails with its signature, and the report's reproducer is the reduced instance's."""
+    wide = OperatorInstance(
+        library="onnx",
+        api="onnx::Relu",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(np.linspace(-1, 1, 60, dtype=np.float32).reshape(3, 4, 5),),
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test="wide"),
+    )
+    corpus = write(tmp_path / "c.jsonl", [wide])
+    store = tmp_path / "opera.db"
+    assert main(["run", str(corpus), "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]) == 0
+    out = tmp_path / "triage"
+    assert main(["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--reduce-budget", "60"]) == 0
+    capsys.readouterr()
+    (entry,) = json.loads((out / "root-causes.json").read_text())
+    reduction = entry["reduction"]
+    assert reduction["still_fails"] and reduction["original"] == entry["example_instance"]
+    assert reduction["size_after"] < reduction["size_before"] and reduction["steps"]
+    report = (out / f"{entry['id']}.md").read_text()
+    assert f"- reduced: {reduction['original']} -> {reduction['reduced']}" in report
+    assert f"instance:  {reduction['reduced']} (onnx::Relu)" in report  # the inline script is the reduced one's

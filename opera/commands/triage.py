@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-reproducers",
         action="store_true",
         help="do not rebuild a reproducer per root cause (fast: reports without the script)",
+    )
+    parser.add_argument(
+        "--reduce",
+        action="store_true",
+        help="shrink each root cause's example first (each candidate runs isolated on the target, like "
+        "any test); the report and its reproducer use the reduced instance",
+    )
+    parser.add_argument(
+        "--reduce-budget",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="per root cause: stop reducing after this long and keep the smallest failing instance so far (default 60)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="per candidate test when reducing (default 60)"
     )
     parser.add_argument("--json", action="store_true", help="print the root causes as JSON")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -69,11 +86,23 @@ def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.output) if args.output else Path(f"{args.store}.d") / "triage" / str(args.run or "all")
     by_key = {(r.instance_id, r.target): r for r in results}
     versions = {t: v for run in runs for t, v in run.versions.items()}
+    if args.reduce_budget <= 0 or args.timeout <= 0:
+        raise OperaError("--reduce-budget and --timeout must be positive")
+    reductions = _reduce_all(causes, by_key, instances, out_dir, args) if args.reduce else {}
     reports = []
     with progress_bar(total=len(causes), desc="reports", unit="root cause", disable=args.quiet) as bar:
         for cause in causes:
             result = by_key[(cause.example, cause.target)]
-            reports.append(_report(cause, result, instances.get(cause.example), versions, out_dir, not args.no_reproducers))
+            instance = instances.get(cause.example)
+            reduced = reductions.get(cause.id)
+            if reduced is not None and reduced.result is not None:
+                instance, result = reduced.reduction.reduced, reduced.result
+            report = _report(cause, result, instance, versions, out_dir, not args.no_reproducers)
+            if reduced is not None:
+                report.reduction = reduced.reduction.summary() + (
+                    f"; steps: {'; '.join(reduced.reduction.steps)}" if reduced.reduction.steps else ""
+                )
+            reports.append(report)
             bar.update(1)
     paths = write_reports(reports, out_dir)
     known = ledger.classify(causes, {r.target for r in results}) if ledger is not None else None
@@ -84,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             "report": str(path),
             "stage": report.result.stage.value,
             "ledger": known.as_json(report.cause) if known is not None else None,
+            "reduction": reductions[report.cause.id].to_json() if report.cause.id in reductions else None,
         }
         for report, path in zip(reports, paths, strict=True)
     ]
@@ -104,6 +134,49 @@ def _title(report: Any) -> str:
     from opera.triage.reports import title
 
     return title(report.cause, report.result)
+
+
+@dataclass
+class _Reduced:
+    reduction: Any  # opera.triage.reduce.Reduction
+    result: TestResult | None  # the reduced instance's own result (None: it no longer fails the same way)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.reduction.to_json(), "still_fails": self.result is not None}
+
+
+def _reduce_all(
+    causes: list[Any], by_key: dict[tuple[str, str], TestResult], instances: dict[str, Any], out_dir: Path, args: argparse.Namespace
+) -> dict[str, _Reduced]:
+    """Each root cause's example reduced on its target (one isolated worker per target), then run
+    once more: the report uses the reduced instance only when that run fails with the signature."""
+    from opera.progress import progress_bar
+    from opera.triage.reduce import reduce_instance, still_fails_on
+
+    out: dict[str, _Reduced] = {}
+    todo = [c for c in causes if c.example in instances]
+    with progress_bar(total=len(todo), desc="reduce", unit="root cause", disable=args.quiet) as bar:
+        for target in sorted({c.target for c in todo}):
+            mine = [c for c in todo if c.target == target]
+            first = by_key[(mine[0].example, target)]
+            try:
+                predicate = still_fails_on(target, first.signature or "", timeout_s=args.timeout)
+            except OperaError as exc:  # the target is not usable here: its reports keep the originals
+                print(f"{target}: not reduced ({exc})", file=sys.stderr)
+                bar.update(len(mine))
+                continue
+            with predicate:
+                for cause in mine:
+                    result = by_key[(cause.example, target)]
+                    predicate.signature = result.signature or ""
+                    reduction = reduce_instance(instances[cause.example], predicate, budget_s=args.reduce_budget)
+                    final = predicate.run(reduction.reduced) if reduction.reduced is not reduction.original else result
+                    still = final if predicate.matches(final) else None
+                    if still is None:
+                        print(f"{cause.id}: the reduced instance no longer fails the same way; the report keeps the original", file=sys.stderr)
+                    out[cause.id] = _Reduced(reduction, still)
+                    bar.update(1)
+    return out
 
 
 def _report(cause: Any, result: TestResult, instance: Any, versions: dict[str, Any], out_dir: Path, scripts: bool) -> Any:
