@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opera.config import read_toml
 from opera.errors import OperaError
 
 if TYPE_CHECKING:  # the CLI's parser imports this module: no numpy at startup
@@ -227,14 +227,7 @@ class Ledger:
 def load_ledger(path: str | Path) -> Ledger:
     """Read and validate a ledger file (module docstring); an empty file is an empty ledger."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise OperaError(f"ledger not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OperaError(f"ledger {path}: cannot be read ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise OperaError(f"ledger {path}: not valid TOML ({exc})") from None
+    data = read_toml(path, "ledger")
     unknown = sorted(set(data) - {"bug"})
     if unknown:
         raise OperaError(f"ledger {path}: unknown top-level key(s) {', '.join(unknown)} (entries are [[bug]] tables)")

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from opera.config import read_config
 from opera.errors import OperaError
-from opera.verdict.config import read_config
 from opera.verdict.undefined import CONDITIONS, UndefinedRule
 
 __all__ = [

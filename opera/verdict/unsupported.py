@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from opera.config import read_config
 from opera.errors import OperaError
-from opera.verdict.config import read_config
 
 __all__ = ["DEFAULT_UNSUPPORTED_PATH", "UnsupportedPatterns", "exception_text", "load_unsupported"]
 
