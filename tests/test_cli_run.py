@@ -159,7 +159,11 @@ def test_budget_stops_starting_tests_and_resume_finishes(tmp_path, capsys) -> No
         assert db.get_run(1).status == "budget-exhausted"
         assert 0 < len(db.results(1)) < 12
     assert "--resume 1" in capsys.readouterr().out
-    assert main(["run", "--store", store, "--resume", "1", "-q"]) == 0
+    # what would judge the rest of the run differently is refused; limits may change
+    for flags in (["--seed", "3"], ["--unsupported-config", str(tmp_path / "u.toml")]):
+        assert main(["run", "--store", store, "--resume", "1", "-q", *flags]) == 2
+        assert f"--resume takes {flags[0]} from the stored run" in capsys.readouterr().err
+    assert main(["run", "--store", store, "--resume", "1", "-q", "--max-rss", "3G", "--no-reproducers"]) == 0
     with ResultStore(store) as db:
         assert len(db.results(1)) == 12 and db.get_run(1).status == "complete"
 

@@ -138,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
                 ("--order", args.order),
                 ("--limit", args.limit),
                 ("--oracle-config", args.oracle_config),
+                ("--unsupported-config", args.unsupported_config),
+                ("--seed", args.seed != _DEFAULTS.seed),
                 ("--torch-tensor-args", args.torch_tensor_args != _DEFAULTS.torch_tensor_args),
             )
             if value
@@ -154,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
             executor=args.executor,
             address=args.address,
             verify_reproducers=False if args.no_verify else None,
+            max_rss_bytes=settings.max_rss_bytes,
+            reproducers=False if args.no_reproducers else None,
         )
     else:
         if not args.corpus:

@@ -341,9 +341,12 @@ def resume_run(
     executor: str | None = None,
     address: str | None = None,
     verify_reproducers: bool | None = None,
+    max_rss_bytes: int | None = None,
+    reproducers: bool | None = None,
 ) -> RunSummary:
-    """Finish a run: the planned tests with no result yet. Corpus, targets, order, limit and seed
-    come from the stored run; worker count and timeout may be changed. The run's original budget
+    """Finish a run: the planned tests with no result yet. Corpus, targets, order, limit, seed and
+    the oracle/unsupported configs come from the stored run (the verdicts of one run are judged
+    alike); worker count, timeout, memory limit and whether reproducers are written may be changed. The run's original budget
     is not applied again (resuming means finishing); pass ``budget_s`` to bound the resumption.
     ``executor``/``address`` replace the stored ones (a run started on a cluster may be finished
     here, or on another cluster)."""
@@ -361,6 +364,10 @@ def resume_run(
             config.executor, config.address = executor, address
         if verify_reproducers is not None:
             config.verify_reproducers = verify_reproducers
+        if max_rss_bytes is not None:
+            config.max_rss_bytes = max_rss_bytes
+        if reproducers is not None:
+            config.reproducers = reproducers
         config.budget_s = budget_s  # resuming means finishing: the stored budget is not re-applied
         _check_configs(config)
         targets = _resolve_targets(config.targets, check_here=config.executor == "local")
