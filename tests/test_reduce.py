@@ -308,3 +308,23 @@ def test_a_real_tvm_inconsistency_reduces_and_still_fails() -> None:
     with still_fails_on("tvm-onnx", first.signature or "", timeout_s=120) as fresh:
         again = fresh.run(reduction.reduced)
     assert again.signature == first.signature, (again.outcome, again.message[-300:])
+
+
+def test_a_candidate_judged_against_another_reference_is_not_the_same_failure() -> None:
+    """An ONNX candidate onnxruntime refuses (often: the reducer made it invalid) is judged against
+    onnx.reference instead; its failure is not the original's, whatever its signature."""
+    from opera.outcomes import Outcome, Stage, TestResult
+    from opera.triage.reduce import still_fails_on
+
+    def result(reference: str) -> TestResult:
+        return TestResult(
+            "i", "onnx::ReduceSum", "test-wrong", Outcome.INCONSISTENT, Stage.COMPARE,
+            signature="inconsistent:test-wrong:onnx::ReduceSum", extra={"reference": reference},
+        )
+
+    with still_fails_on("test-wrong", "inconsistent:test-wrong:onnx::ReduceSum") as predicate:
+        assert predicate.matches(result("onnxruntime"))  # the original: its reference is remembered
+        assert predicate.matches(result("onnxruntime"))
+        assert not predicate.matches(result("onnx.reference"))
+        predicate.signature = "inconsistent:test-wrong:onnx::ReduceSum"  # another reduction starts over
+        assert predicate.matches(result("onnx.reference"))

@@ -181,3 +181,24 @@ def test_opera_triage_reduce_reports_the_reduced_instance(tmp_path: Path, capsys
     report = (out / f"{entry['id']}.md").read_text()
     assert f"- reduced: {reduction['original']} -> {reduction['reduced']}" in report
     assert f"instance:  {reduction['reduced']} (onnx::Relu)" in report  # the inline script is the reduced one's
+
+
+def test_a_reduced_instance_must_keep_what_separates_its_root_cause() -> None:
+    """Reduction must not drift to another defect: the features that explain the root cause (and
+    that the example has) are required of every candidate."""
+    from opera.triage.root_causes import keeps_features, required_features
+
+    passing = [_resize(k, mode="nearest") for k in range(2)]
+    failing = [_resize(10, mode="linear", antialias=1)]
+    sig = "inconsistent:tvm-onnx:converter=Resize._impl_v18"
+    results = [_result(i, Outcome.PASS) for i in passing] + [_result(failing[0], Outcome.INCONSISTENT, sig)]
+    (cause,) = find_root_causes(results, {i.id: i for i in passing + failing})
+    required = required_features(cause, failing[0])
+    assert required == {"attribute:antialias"}
+    assert keeps_features(failing[0], required)
+    dropped = _resize(10, mode="linear")  # the same instance without antialias
+    assert not keeps_features(dropped, required)
+    # "every instance" requires nothing
+    relu = relus(1)
+    (always,) = find_root_causes([_result(relu[0], Outcome.INCONSISTENT, "inconsistent:tvm-onnx:Relu")], {relu[0].id: relu[0]})
+    assert required_features(always, relu[0]) == set()

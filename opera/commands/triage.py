@@ -152,6 +152,7 @@ def _reduce_all(
     once more: the report uses the reduced instance only when that run fails with the signature."""
     from opera.progress import progress_bar
     from opera.triage.reduce import reduce_instance, still_fails_on
+    from opera.triage.root_causes import keeps_features, required_features
 
     out: dict[str, _Reduced] = {}
     todo = [c for c in causes if c.example in instances]
@@ -169,7 +170,15 @@ def _reduce_all(
                 for cause in mine:
                     result = by_key[(cause.example, target)]
                     predicate.signature = result.signature or ""
-                    reduction = reduce_instance(instances[cause.example], predicate, budget_s=args.reduce_budget)
+                    example = instances[cause.example]
+                    required = required_features(cause, example)
+
+                    def same_cause(candidate: Any, required: set[str] = required, predicate: Any = predicate) -> bool:
+                        # a candidate that lost what separates this root cause from the passing
+                        # instances fails for another reason, if at all: no drift to another defect
+                        return keeps_features(candidate, required) and predicate(candidate)
+
+                    reduction = reduce_instance(example, same_cause, budget_s=args.reduce_budget)
                     final = predicate.run(reduction.reduced) if reduction.reduced is not reduction.original else result
                     still = final if predicate.matches(final) else None
                     if still is None:

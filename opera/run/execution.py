@@ -149,8 +149,13 @@ def _execute_test(
     base = _base(inst, task.target)
     started = time.perf_counter()
 
+    reference_name: dict[str, str] = {}  # what computed the expected outputs, once known
+
     def finish(outcome: Outcome, stage: Stage, **kw: Any) -> TestResult:
-        return TestResult(**base, outcome=outcome, stage=stage, duration=time.perf_counter() - started, **kw)
+        extra = {**reference_name, **kw.pop("extra", {})}
+        return TestResult(
+            **base, outcome=outcome, stage=stage, duration=time.perf_counter() - started, extra=extra, **kw
+        )
 
     # -- the library: build and run the reference twice (nondeterminism check) ------------------
     report_stage(Stage.REFERENCE)
@@ -160,6 +165,8 @@ def _execute_test(
         pristine = _copies(built.inputs)
         built.inputs = _copies(pristine)
         reference = template.reference(built)
+        if built.details.get("reference"):  # e.g. onnxruntime, or onnx.reference where ORT cannot run it
+            reference_name["reference"] = str(built.details["reference"])
         built.inputs = _copies(pristine)
         second = template.reference(built)
         built.inputs = _copies(pristine)  # in-place ops must not leak into the compiler's inputs

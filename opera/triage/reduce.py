@@ -783,7 +783,11 @@ class IsolatedPredicate:
         if reason is not None:
             raise OperaError(f"target {target_name} is not available here: {reason}")
         self.target_name = target_name
-        self.signature = signature
+        self._signature = signature
+        # what computed the expected outputs of the instance being reduced (the first one run):
+        # a candidate whose reference is another one (ONNX: onnx.reference, because onnxruntime
+        # refuses the candidate, often as invalid) fails for another reason, not the same defect
+        self.reference: str | None = None
         base = settings if settings is not None else WorkerSettings()
         if settings is None or base.max_rss_bytes is None:
             from opera.run.executors.local import default_max_rss_bytes
@@ -825,7 +829,21 @@ class IsolatedPredicate:
         assert result is not None
         return result
 
+    @property
+    def signature(self) -> str:
+        return self._signature
+
+    @signature.setter
+    def signature(self, value: str) -> None:
+        """Another failure to reduce for: the reference seen first is forgotten too."""
+        self._signature, self.reference = value, None
+
     def matches(self, result: TestResult) -> bool:
+        reference = result.extra.get("reference")
+        if self.reference is None:
+            self.reference = reference
+        elif reference != self.reference:
+            return False
         if result.signature == self.signature:
             return True
         masked = result.extra.get("masked_crash")

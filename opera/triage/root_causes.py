@@ -40,7 +40,16 @@ from opera.outcomes import Outcome, TestResult
 from opera.prioritize.partitions import named_parameters, partition
 from opera.values import TensorSpec
 
-__all__ = ["BUG_OUTCOMES", "RootCause", "error_line", "find_root_causes", "instance_features", "raw_error_line"]
+__all__ = [
+    "BUG_OUTCOMES",
+    "RootCause",
+    "error_line",
+    "find_root_causes",
+    "instance_features",
+    "keeps_features",
+    "raw_error_line",
+    "required_features",
+]
 
 # the outcomes that are bugs (one signature each)
 BUG_OUTCOMES = frozenset({Outcome.CRASH, Outcome.NATIVE_CRASH, Outcome.TIMEOUT, Outcome.INCONSISTENT})
@@ -179,6 +188,27 @@ def instance_features(inst: OperatorInstance) -> set[str]:
 
 def _partition_text(part: Hashable) -> str:
     return str(part).replace(" ", "")
+
+
+def _feature_present(feature: str, feats: set[str]) -> bool:
+    """``feature`` holds for an instance with features ``feats`` (``key in {...}``: the key is set)."""
+    if " in {" in feature:
+        key = feature.split(" in {", 1)[0]
+        return any(f == key or f.startswith(key + "=") or f.startswith(key + ":") for f in feats)
+    return feature in feats
+
+
+def required_features(cause: RootCause, inst: OperatorInstance) -> set[str]:
+    """The features of ``cause`` that its example ``inst`` has: what a reduced instance must keep to
+    stay an instance of the same root cause (none for "every instance" and the like)."""
+    feats = instance_features(inst)
+    plain = (f for f in cause.features if f not in (EVERY_INSTANCE, NO_FEATURE, UNKNOWN))
+    return {f for f in plain if _feature_present(f, feats)}
+
+
+def keeps_features(inst: OperatorInstance, required: set[str]) -> bool:
+    feats = instance_features(inst)
+    return all(_feature_present(f, feats) for f in required)
 
 
 def _kind_rank(feature: str) -> int:
