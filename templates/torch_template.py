@@ -87,15 +87,30 @@ def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
+# torch's low-precision floats -> the ml_dtypes type of the same bits (what the targets decode their
+# outputs to, so the dtype oracle compares like with like; the value oracle computes in float64)
+_BIT_VIEWS = {
+    torch.bfloat16: (torch.uint16, "bfloat16"),
+    torch.float8_e4m3fn: (torch.uint8, "float8_e4m3fn"),
+    torch.float8_e5m2: (torch.uint8, "float8_e5m2"),
+    torch.float8_e4m3fnuz: (torch.uint8, "float8_e4m3fnuz"),
+    torch.float8_e5m2fnuz: (torch.uint8, "float8_e5m2fnuz"),
+}
+
+
 def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A tensor's values as numpy (bfloat16/float8 as float32: numpy cannot compute in them)."""
+    """A tensor's values as numpy, in the tensor's own dtype (bfloat16 and float8 as ml_dtypes:
+    a bfloat16 output read back as float32 made every target that returns bfloat16 "inconsistent"
+    on the dtype alone)."""
     tensor = tensor.detach()
     if tensor.layout != torch.strided:
         tensor = tensor.to_dense()
     tensor = tensor.cpu().resolve_conj().resolve_neg()
-    if tensor.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
-        tensor = tensor.float()
-    elif tensor.dtype == torch.complex32:
+    view = _BIT_VIEWS.get(tensor.dtype)
+    if view is not None:
+        bits, name = view
+        return tensor.contiguous().view(bits).numpy().view(getattr(ml_dtypes, name)).copy()
+    if tensor.dtype == torch.complex32:
         tensor = tensor.to(torch.complex64)
     return tensor.numpy().copy()
 

@@ -273,3 +273,20 @@ def test_complex_inputs_are_fed_as_tvm_tflite_types_them(state: WorkerState) -> 
     found by the judged sample. Fed as the frontend declares it, view_as_real passes."""
     result = _run(state, _instance_by_id("keras", "04272021da157139c874"), "tvm-keras")
     assert result.outcome is Outcome.PASS, (result.outcome, result.message[-400:])
+
+
+def test_torch_reference_keeps_bfloat16_outputs_bfloat16() -> None:
+    """A bfloat16 output of the torch reference stays bfloat16 (ml_dtypes), as every target decodes
+    its own: read back as float32 it made `torch.Tensor.bfloat16` "inconsistent" on tvm-torch,
+    ov-torch and inductor-torch on the dtype alone (found by the judged triage sample)."""
+    import ml_dtypes
+    import torch
+
+    from opera.templates.torch_template import flatten_outputs
+
+    x = torch.tensor([1.0, 1.00390625, -2.5])
+    (out,) = flatten_outputs(x.bfloat16())
+    assert out.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert out.astype(np.float32).tolist() == [1.0, 1.0, -2.5]  # rounded as torch rounded it
+    (f8,) = flatten_outputs(x.to(torch.float8_e4m3fn))
+    assert f8.dtype == np.dtype(ml_dtypes.float8_e4m3fn)
