@@ -290,3 +290,17 @@ def test_torch_reference_keeps_bfloat16_outputs_bfloat16() -> None:
     assert out.astype(np.float32).tolist() == [1.0, 1.0, -2.5]  # rounded as torch rounded it
     (f8,) = flatten_outputs(x.to(torch.float8_e4m3fn))
     assert f8.dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+
+
+@pytest.mark.slow
+def test_ov_torch_complex_outputs_are_a_coverage_gap(state) -> None:
+    """`torch.Tensor.cfloat` returns a complex tensor: OpenVINO has no complex element type and says
+    so ("Bad as from: ...type7ComplexE to: ...element4TypeE"). Judged UNSUPPORTED in the triage
+    sample; it reached the bug list as a crash."""
+    inst = next(
+        i for i in CorpusReader([HARVESTED / "torch.jsonl.gz"])
+        if i.api in ("torch.Tensor.cfloat", "torch.Tensor.cdouble", "torch.Tensor.chalf") and i.valid is not False
+    )
+    result = _run(state, inst, "ov-torch")
+    assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
+    assert "Complex" in result.message
