@@ -89,7 +89,7 @@ def numpy_to_torch(array: np.ndarray) -> torch.Tensor:
 
 # torch's low-precision floats -> the ml_dtypes type of the same bits (what the targets decode their
 # outputs to, so the dtype oracle compares like with like; the value oracle computes in float64)
-_BIT_VIEWS = {
+_TORCH_BIT_VIEWS: dict[torch.dtype, tuple[torch.dtype, str]] = {
     torch.bfloat16: (torch.uint16, "bfloat16"),
     torch.float8_e4m3fn: (torch.uint8, "float8_e4m3fn"),
     torch.float8_e5m2: (torch.uint8, "float8_e5m2"),
@@ -106,7 +106,7 @@ def torch_to_numpy(tensor: torch.Tensor) -> np.ndarray:
     if tensor.layout != torch.strided:
         tensor = tensor.to_dense()
     tensor = tensor.cpu().resolve_conj().resolve_neg()
-    view = _BIT_VIEWS.get(tensor.dtype)
+    view = _TORCH_BIT_VIEWS.get(tensor.dtype)
     if view is not None:
         bits, name = view
         return tensor.contiguous().view(bits).numpy().view(getattr(ml_dtypes, name)).copy()

@@ -290,6 +290,11 @@ def test_torch_reference_keeps_bfloat16_outputs_bfloat16() -> None:
     assert out.astype(np.float32).tolist() == [1.0, 1.0, -2.5]  # rounded as torch rounded it
     (f8,) = flatten_outputs(x.to(torch.float8_e4m3fn))
     assert f8.dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+    # and the other direction: a bfloat16 input reaches torch as bfloat16, same bits
+    from opera.templates.torch_template import numpy_to_torch
+
+    back = numpy_to_torch(out)
+    assert back.dtype == torch.bfloat16 and back.float().tolist() == [1.0, 1.0, -2.5]
 
 
 @pytest.mark.slow
