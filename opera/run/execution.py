@@ -198,7 +198,7 @@ def _execute_test(
     except HarnessError as exc:
         return _harness_error(finish, stage, exc, task.target), context
     except Exception as exc:
-        result = judge_exception(exc, state.unsupported, target, stage, finish)
+        result = judge_exception(exc, state.unsupported, target, stage, finish, built)
         return result, (None if result.outcome == Outcome.UNSUPPORTED else context)
 
     # -- the oracle ---------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from opera.verdict.signature import converter_of, inconsistency_signature, targe
 from opera.verdict.undefined import find_undefined, mask_undefined
 from opera.verdict.unsupported import UnsupportedPatterns, exception_text
 
-__all__ = ["MESSAGE_LIMIT", "first_lines", "input_dtypes", "judge_exception", "judge_outputs", "traceback_text"]
+__all__ = [
+    "MESSAGE_LIMIT", "first_lines", "input_dtypes", "judge_exception", "judge_outputs", "traceback_text", "unimplemented"
+]
 
 MESSAGE_LIMIT = 2000
 
@@ -50,14 +52,33 @@ def _tolerance(inst: Any) -> tuple[float | None, float | None] | None:
     return (inst.tolerance.atol, inst.tolerance.rtol) if inst.tolerance is not None else None
 
 
+def unimplemented(target: Any, built: Any) -> str | None:
+    """The target's ``unimplemented_feature`` of the model; an error there says nothing."""
+    if built is None:
+        return None
+    try:
+        return target.unimplemented_feature(built)
+    except Exception:
+        return None
+
+
 def judge_exception(
-    exc: Exception, unsupported: UnsupportedPatterns, target: Any, stage: Stage, finish: Callable[..., TestResult]
+    exc: Exception,
+    unsupported: UnsupportedPatterns,
+    target: Any,
+    stage: Stage,
+    finish: Callable[..., TestResult],
+    built: Any = None,
 ) -> TestResult:
     """The verdict on an exception the compiler raised: ``unsupported`` when the target's own words
-    say it does not implement this (a coverage gap), else a ``crash`` signed by where it happened."""
+    say it does not implement this, or its code shows that it does not implement a feature the model
+    uses (a coverage gap), else a ``crash`` signed by where it happened."""
     matched = unsupported.match(exc, target.name, target.compiler)
     if matched is not None:
         return finish(Outcome.UNSUPPORTED, stage, message=first_lines(exception_text(exc)))
+    gap = unimplemented(target, built)
+    if gap is not None:
+        return finish(Outcome.UNSUPPORTED, stage, message=first_lines(f"{gap}; {exception_text(exc)}"))
     signature = target_crash_signature(exc, target.name, target)
     return finish(Outcome.CRASH, stage, signature=signature, message=traceback_text(exc))
 
@@ -96,6 +117,14 @@ def judge_outputs(
         )
 
     def inconsistent(verdict: Any, note: str = "") -> TestResult:
+        gap = unimplemented(target, built)
+        if gap is not None:  # wrong because the frontend ignores what the model asks: a coverage gap
+            return finish(
+                Outcome.UNSUPPORTED,
+                Stage.COMPARE,
+                distance=verdict.distance,
+                message=first_lines(f"{gap}; {verdict.reason}"),
+            )
         return finish(
             Outcome.INCONSISTENT,
             Stage.COMPARE,

@@ -91,7 +91,9 @@ class Target(abc.ABC):
     - ``converter_name(built)``: the frontend converter an instance goes through (inconsistency
       signatures are one per converter);
     - ``reproducer_steps(built)``: the artifact, inputs and code a standalone reproducer runs
-      (``opera.reproduce.steps`` has the building blocks); None: no reproducer.
+      (``opera.reproduce.steps`` has the building blocks); None: no reproducer;
+    - ``unimplemented_feature(built)``: a feature the frontend's own code shows it does not
+      implement (a failure on it is ``unsupported``, not a bug).
     """
 
     name: str = ""  # e.g. "tvm-onnx"
@@ -147,6 +149,12 @@ class Target(abc.ABC):
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps | None:
         """(artifact bytes, inputs, code) for a standalone reproducer; None: this target has none."""
+        return None
+
+    def unimplemented_feature(self, built: SingleOpModel) -> str | None:
+        """What in ``built`` the frontend plainly does not implement, read from the frontend itself
+        (e.g. an attribute its converter never reads), or None. A crash or a wrong result on such a
+        model is a coverage gap (``unsupported``, with this reason), not a bug."""
         return None
 
     @classmethod

@@ -80,6 +80,15 @@ class _OvTarget(Target):
         r"Loading input model\s+Unsupported type",
         # the Python bindings cannot feed/fetch a numpy dtype: "Unsupported data type: float8_e5m2"
         r"pyopenvino/core/common\.cpp:\d+:\s+Unsupported data type: ",
+        # the CPU plugin has no kernel for this operation's shape/dtype ("Unsupported operation of type:
+        # GroupNormalization ... Not Implemented: Cannot fallback on ngraph reference implementation")
+        r"Cannot fallback on ngraph reference implementation",
+        # the frontends' own words: "[PyTorch Frontend] Translation for aten::avg_pool2d do not support
+        # divisor_override input.", "[PyTorch Frontend] ord=0 supported only for vector norm",
+        # "OpenVINO TensorFlow Frontend does not support Reverse or ReverseV2 with multiple axes"
+        r"\[PyTorch Frontend\] .*(do|does) not support",
+        r"\[PyTorch Frontend\] .* supported only for",
+        r"OpenVINO TensorFlow Frontend does not support",
     )
 
     def compile(self, converted: OvModel) -> OvModel:

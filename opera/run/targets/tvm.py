@@ -30,6 +30,7 @@ from opera.outputs import flatten_outputs
 from opera.reproduce.steps import TORCH_LOAD, ReproducerSteps, exported_program, prepared_onnx
 from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
+from opera.run.targets._converter_source import sub_byte_types, unread_attributes
 from opera.run.targets._onnx_prep import prepare_onnx
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
@@ -106,6 +107,21 @@ class _TvmTarget(Target):
         # the runtime cannot allocate sub-byte tensors (uint2/int2/uint4/int4 outputs of Cast, ...):
         # "InternalError: Check failed: dtype.bits % 8 == 0 (2 vs. 0)" in VerifyDataType
         r"Check failed: dtype\.bits % 8 == 0",
+        # the frontends' and TOPI's own words for a missing feature (judged UNSUPPORTED in the triage):
+        # "QuantizeLinear blocked quantization is not supported yet.", TFLite REVERSE_V2 "TFLite does
+        # not support multi-axis yet", "Unsupported coordinate_transformation_mode: half_pixel_symmetric",
+        # "Unsupported output datatype attribute for operation: float4_e2m1fn", "Unsupported input dtype: uint64"
+        r"is not supported yet|does not support [\w -]+ yet",
+        r"Unsupported coordinate_transformation_mode",
+        r"Unsupported (input|output) (datatype|dtype)",
+        # an operator output the converter does not produce (MaxPool's Indices):
+        # "Missing outputs during conversion. Expected 2 but Got 1"
+        r"Missing outputs during conversion",
+        # a dtype TOPI's reductions have no identity for (ReduceMax/ReduceMin on bool):
+        # "Cannot decide min_value for type bool"
+        r"Cannot decide (min|max)_value for type",
+        # relax quantize/dequantize dtypes: "zero_point param datatype should be one of [int8, ...]"
+        r"datatype should be one of \[",
     )
 
     def _reproducer_run(self) -> str:
@@ -238,6 +254,23 @@ class TvmOnnxTarget(_TvmTarget):
             return str(cls.__name__)
         chosen = max((v for v in versions if opset is None or v <= opset), default=versions[0])
         return f"{cls.__name__}._impl_v{chosen}"
+
+    def unimplemented_feature(self, built: SingleOpModel) -> str | None:
+        """An attribute the converter's source never reads (set to a non-default value), or a
+        sub-byte element type (TVM's runtime tensors and LLVM casts have no int2/int4/float4)."""
+        from tvm.relax.frontend.onnx import onnx_frontend
+
+        packed = sub_byte_types(built.model)
+        if packed:
+            return f"sub-byte element type(s) {', '.join(packed)}: not implemented by TVM's CPU runtime"
+        op_type, domain, opset = onnx_op(built)
+        cls = onnx_frontend._get_convert_map().get(op_type) if domain in ("", "ai.onnx") else None
+        if cls is None:
+            return None
+        unread = unread_attributes(cls, built.model.graph.node[0], opset)
+        if unread:
+            return f"attribute(s) {', '.join(unread)} never read by TVM's {cls.__name__} converter"
+        return None
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         artifact, inputs, opset = prepared_onnx(built)
