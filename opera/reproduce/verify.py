@@ -11,7 +11,8 @@ Verdicts (``repro_status``), from the script's exit status and what it printed:
 - ``reproduces``: the same failure. A crash: exit 1 with an exception whose bug signature (computed
   as the run computes it, from the exception the script raised) is the bug's own. An
   inconsistency: exit 1 with the script's comparison saying ``REPRODUCED``. A native crash: the
-  script died by a signal. A timeout: the script was still running at the time limit.
+  script died by a signal. A timeout: the script was still running at ``HANG_CONFIRM_FACTOR``
+  times the run's limit (one that ends later than the run's limit is "slow, not a hang").
 - ``not-reproduced``: exit 0 (it ran to the end and the outputs match the reference).
 - ``other-failure``: it fails, but not as the run failed (another exception or signature, an
   exception where outputs were to differ, a signal where an exception was expected, a hang, ...):
@@ -51,6 +52,7 @@ from opera.run.executors.local import rss_bytes
 from opera.store import BugRecord, ResultStore
 
 __all__ = [
+    "HANG_CONFIRM_FACTOR",
     "IMPORT_ALLOWANCE_S",
     "MISSING",
     "NOT_REPRODUCED",
@@ -77,6 +79,10 @@ IMPORT_ALLOWANCE_S = 90.0
 # After the imports: the run's per-test timeout plus this share of it (at least 5 s) for loading
 # the artifact, before a script counts as hanging.
 _SLACK = 0.5
+# A ``timeout`` reproduces only when its script is still running after this many times the run's
+# per-test limit: a conversion that takes 160 s on a loaded 2-core machine (TVM's TFLite frontend
+# on keras.layers.MelSpectrogram, then a crash) was reported as a hang (judged HARNESS).
+HANG_CONFIRM_FACTOR = 4.0
 _DETAIL_LIMIT = 600
 _TAIL_LIMIT = 20_000
 
@@ -302,6 +308,16 @@ def classify(outcome: Outcome | str, signature: str, run: ScriptRun) -> tuple[st
             return REPRODUCES, f"still running after {run.seconds:.0f} s (hangs)"
         return OTHER_FAILURE, f"hung: killed after {run.seconds:.0f} s, the run saw {outcome.value}"
     assert code is not None
+    if outcome is Outcome.TIMEOUT:  # it ended, given HANG_CONFIRM_FACTOR times the run's limit
+        if code == 0:
+            return NOT_REPRODUCED, f"slow, not a hang: finished after {run.seconds:.0f} s and the outputs match"
+        if raised:
+            did = f"then raised {exception}"
+        elif code < 0:
+            did = f"then died by {_signal_name(code)}"
+        else:
+            did = f"then exit {code}: {_last_line(run.stdout) or exception}"
+        return OTHER_FAILURE, f"slow, not a hang: finished after {run.seconds:.0f} s {did}"
     if run.over_memory is not None:
         used = f"more than {run.over_memory >> 20} MiB resident"
         if outcome is Outcome.NATIVE_CRASH and signature.endswith(":memory"):
@@ -347,6 +363,8 @@ def verify_bug(bug: BugRecord, timeout_s: float, max_rss_bytes: int | None = Non
         return Verification(
             bug.signature, bug.reproducer, bug.reproducer_size, MISSING, "the script file is gone", None, 0.0
         )
+    if Outcome(bug.outcome) is Outcome.TIMEOUT:  # a hang must outlast a slow machine, not just the limit
+        timeout_s *= HANG_CONFIRM_FACTOR
     run = run_reproducer(bug.reproducer, bug.target, timeout_s, max_rss_bytes=max_rss_bytes)
     status, detail = classify(bug.outcome, bug.signature, run)
     return Verification(

@@ -6,7 +6,7 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
 - ``test-wrong``: a correct conversion whose outputs are off by one (``+1``, booleans negated):
   the oracle must report every test ``inconsistent``.
 - ``test-faults``: misbehaves as the instance's ``source.test`` asks, ``fault:<kind>[@<stage>]``
-  with kind ``slow`` (sleeps 0.25 s, then passes), ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``alloc``
+  with kind ``slow`` (sleeps 0.25 s, then passes), ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``lag`` (sleeps 6 s, then passes), ``alloc``
   (allocates without bound), ``raise`` (a Python exception: ``crash``), ``unsupported`` (an
   exception matched by ``opera/verdict/unsupported.toml``) or ``harness`` (an exception in the target's own
   input preparation / output decoding, inside ``harness_step``: ``harness-error``), in stage ``convert`` (default), ``compile`` or
@@ -125,6 +125,8 @@ def _inject(kind: str) -> None:
     elif kind == "hang":
         while True:
             time.sleep(3600)
+    elif kind == "lag":  # past a short test timeout, then done: slow, not a hang
+        time.sleep(6.0)
     elif kind == "alloc":
         blocks = []
         while True:  # 64 MiB per step, touched so that it is resident
@@ -182,6 +184,7 @@ _FAULT_CODE = {
     "abort": "import os\nos.abort()",
     "slow": "import time\ntime.sleep(0.25)",
     "hang": "import time\nwhile True:\n    time.sleep(3600)",
+    "lag": "import time\ntime.sleep(6.0)",
     "alloc": "blocks = []\nwhile True:\n    blocks.append(np.ones(8 << 20))",
     "raise": "raise RuntimeError('injected fault in the test-faults target')",
     "unsupported": "raise NotImplementedError('the test-faults target does not support this operator')",
