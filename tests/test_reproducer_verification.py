@@ -26,6 +26,7 @@ from opera.corpus import CorpusReader
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.reproduce.verify import (
+    FLAKY_RUNS,
     HANG_CONFIRM_FACTOR,
     MISSING,
     NOT_REPRODUCED,
@@ -380,6 +381,22 @@ def test_a_slow_test_is_not_confirmed_as_a_hang(tmp_path, capsys) -> None:
     assert bug.repro_status == NOT_REPRODUCED, (bug.repro_status, bug.repro_detail)
     assert bug.repro_detail.startswith("slow, not a hang: finished after")
     assert bug.repro_seconds is not None and 4 < bug.repro_seconds < 4 * HANG_CONFIRM_FACTOR
+
+
+def test_a_flaky_reproducer_is_run_again_and_says_how_often_it_fails(tmp_path, capsys, monkeypatch) -> None:
+    """A failure on uninitialized memory shows on some runs only: a reproducer whose first run
+    passes runs FLAKY_RUNS times in all. The `flaky` fault's script fails on runs 2 and 4 of 5."""
+    monkeypatch.setenv("OPERA_TEST_FLAKY", str(tmp_path / "runs"))
+    corpus = write(tmp_path / "c.jsonl", [fault("flaky", 0)])
+    store = str(tmp_path / "opera.db")
+    assert main(["run", str(corpus), "-t", "test-faults", "--store", store, "--workers", "1", "-q"]) == 0
+    capsys.readouterr()
+    with ResultStore(store) as db:
+        (bug,) = db.bugs()
+    assert bug.outcome == Outcome.NATIVE_CRASH
+    assert (tmp_path / "runs").read_text() == str(FLAKY_RUNS)
+    assert bug.repro_status == REPRODUCES, (bug.repro_status, bug.repro_detail)
+    assert bug.repro_detail.startswith(f"flaky: reproduces 2 of {FLAKY_RUNS} runs")
 
 
 def test_nightly_report_shows_whether_each_reproducer_reproduces(tmp_path) -> None:

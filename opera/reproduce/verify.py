@@ -13,7 +13,8 @@ Verdicts (``repro_status``), from the script's exit status and what it printed:
   inconsistency: exit 1 with the script's comparison saying ``REPRODUCED``. A native crash: the
   script died by a signal. A timeout: the script was still running at ``HANG_CONFIRM_FACTOR``
   times the run's limit (one that ends later than the run's limit is "slow, not a hang").
-- ``not-reproduced``: exit 0 (it ran to the end and the outputs match the reference).
+- ``not-reproduced``: exit 0 (it ran to the end and the outputs match the reference), on each of
+  ``FLAKY_RUNS`` runs; one that fails on some of them ``reproduces`` with "flaky: reproduces k of n".
 - ``other-failure``: it fails, but not as the run failed (another exception or signature, an
   exception where outputs were to differ, a signal where an exception was expected, a hang, ...):
   the detail says what it did instead.
@@ -52,6 +53,7 @@ from opera.run.executors.local import rss_bytes
 from opera.store import BugRecord, ResultStore
 
 __all__ = [
+    "FLAKY_RUNS",
     "HANG_CONFIRM_FACTOR",
     "IMPORT_ALLOWANCE_S",
     "MISSING",
@@ -83,6 +85,9 @@ _SLACK = 0.5
 # per-test limit: a conversion that takes 160 s on a loaded 2-core machine (TVM's TFLite frontend
 # on keras.layers.MelSpectrogram, then a crash) was reported as a hang (judged HARNESS).
 HANG_CONFIRM_FACTOR = 4.0
+# A reproducer whose outputs matched (exit 0) runs this many times in all before it counts as not
+# reproducing: a failure on uninitialized memory shows on some runs only ("reproduces k of n").
+FLAKY_RUNS = 5
 _DETAIL_LIMIT = 600
 _TAIL_LIMIT = 20_000
 
@@ -367,6 +372,21 @@ def verify_bug(bug: BugRecord, timeout_s: float, max_rss_bytes: int | None = Non
         timeout_s *= HANG_CONFIRM_FACTOR
     run = run_reproducer(bug.reproducer, bug.target, timeout_s, max_rss_bytes=max_rss_bytes)
     status, detail = classify(bug.outcome, bug.signature, run)
+    if status == NOT_REPRODUCED and Outcome(bug.outcome) is not Outcome.TIMEOUT:
+        # Outputs that matched once may still differ on another run (uninitialized memory, a race):
+        # run it FLAKY_RUNS times in all and say how often it fails.
+        shown = 0
+        for _ in range(FLAKY_RUNS - 1):
+            again = run_reproducer(bug.reproducer, bug.target, timeout_s, max_rss_bytes=max_rss_bytes)
+            verdict, again_detail = classify(bug.outcome, bug.signature, again)
+            if verdict == REPRODUCES:
+                shown += 1
+                run, reproduced = again, again_detail
+        if shown:
+            status = REPRODUCES
+            detail = f"flaky: reproduces {shown} of {FLAKY_RUNS} runs; {reproduced}"
+        else:
+            detail = f"{detail} ({FLAKY_RUNS} runs)"
     return Verification(
         bug.signature,
         bug.reproducer,

@@ -7,7 +7,8 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
   the oracle must report every test ``inconsistent``.
 - ``test-faults``: misbehaves as the instance's ``source.test`` asks, ``fault:<kind>[@<stage>]``
   with kind ``slow`` (sleeps 0.25 s, then passes), ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``lag`` (sleeps 6 s, then passes), ``alloc``
-  (allocates without bound), ``raise`` (a Python exception: ``crash``), ``unsupported`` (an
+  (allocates without bound), ``raise`` (a Python exception: ``crash``), ``flaky`` (SIGSEGV in the run; its reproducer dies on every
+  second run only), ``unsupported`` (an
   exception matched by ``opera/verdict/unsupported.toml``) or ``harness`` (an exception in the target's own
   input preparation / output decoding, inside ``harness_step``: ``harness-error``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
@@ -116,7 +117,7 @@ def fault_of(built: SingleOpModel) -> tuple[str | None, str]:
 
 
 def _inject(kind: str) -> None:
-    if kind == "segv":
+    if kind in ("segv", "flaky"):
         ctypes.string_at(0)  # reads address 0: SIGSEGV
     elif kind == "abort":
         os.abort()
@@ -187,6 +188,12 @@ _FAULT_CODE = {
     "lag": "import time\ntime.sleep(6.0)",
     "alloc": "blocks = []\nwhile True:\n    blocks.append(np.ones(8 << 20))",
     "raise": "raise RuntimeError('injected fault in the test-faults target')",
+    # fails on every second run of the script (the run count kept in the file $OPERA_TEST_FLAKY)
+    "flaky": (
+        "import os, pathlib\n_count = pathlib.Path(os.environ['OPERA_TEST_FLAKY'])\n"
+        "_runs = int(_count.read_text()) if _count.exists() else 0\n_count.write_text(str(_runs + 1))\n"
+        "if _runs % 2:\n    import ctypes\n    ctypes.string_at(0)"
+    ),
     "unsupported": "raise NotImplementedError('the test-faults target does not support this operator')",
     "harness": "np.asarray([[1.0], [2.0, 3.0]], dtype=np.float32)",
 }
