@@ -371,10 +371,14 @@ class OnnxTemplate(Template):
         op = api.split("::", 1)[-1]
         return f"https://onnx.ai/onnx/operators/onnx__{op}.html" if op.isidentifier() else None
 
-    def build(self, inst: OperatorInstance, seed: int = 0) -> SingleOpModel:
+    def build(self, inst: OperatorInstance, seed: int = 0, *, data_inputs: str = "runtime") -> SingleOpModel:
+        """``data_inputs``: how compilers get integer/bool data operands, ``"runtime"`` or
+        ``"constants"`` (recorded in ``details``; ``opera.run.targets._onnx_prep`` applies it)."""
         import onnx
         from onnx import helper
 
+        if data_inputs not in ("runtime", "constants"):
+            raise ValueError(f"data_inputs must be 'runtime' or 'constants', not {data_inputs!r}")
         if not inst.api.startswith("onnx::"):
             raise ValueError(f"not an ONNX operator: {inst.api}")
         op_type = inst.api[len("onnx::") :]
@@ -420,7 +424,7 @@ class OnnxTemplate(Template):
             model=model,
             inputs=feeds,
             input_names=input_names,
-            details={"seed": seed, "opset": opset, "declared_opset": declared},
+            details={"seed": seed, "opset": opset, "declared_opset": declared, "data_inputs": data_inputs},
         )
 
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:

@@ -72,3 +72,35 @@ def test_integer_and_parameter_inputs_are_frozen_float_data_stays_runtime() -> N
     session = ort.InferenceSession(prepared.model.SerializeToString(), providers=["CPUExecutionProvider"])
     (result,) = session.run(None, {"x": data})
     np.testing.assert_allclose(result, np.clip(data, 0, None).sum(axis=1, keepdims=True), rtol=1e-6)
+
+
+def _corpus_instance(test: str):
+    from pathlib import Path
+
+    from opera.corpus import CorpusReader
+
+    harvested = Path(__file__).resolve().parents[1] / "harvested" / "onnx.jsonl.gz"
+    return next(i for i in CorpusReader([harvested]) if i.source.test == test)
+
+
+def test_integer_data_operands_stay_runtime_inputs_parameters_are_frozen() -> None:
+    """Frozen, an integer BitShift is folded away at conversion and its kernel never runs: TVM's
+    runtime shift of 32+ bits is wrong where the folded one was right (BitShift-28 defines it).
+    Data operands (a type variable shared with the output, or with the first operand) stay inputs;
+    a shape, an index or a training flag is frozen; ``--onnx-data-inputs constants`` freezes all."""
+    from opera.run.targets._onnx_prep import prepare_built
+    from opera.templates import get_template
+
+    template = get_template("onnx")
+    shift = template.build(_corpus_instance("test_bitshift_left_int32_shift_ge_width"))
+    assert prepare_built(shift).runtime_indices == [0, 1]
+    frozen = template.build(_corpus_instance("test_bitshift_left_int32_shift_ge_width"), data_inputs="constants")
+    assert prepare_built(frozen).runtime_indices == []
+    equal = template.build(_corpus_instance("test_equal"))
+    assert prepare_built(equal).runtime_indices == [0, 1]
+    reshape = template.build(_corpus_instance("test_reshape_reduced_dims"))
+    assert prepare_built(reshape).runtime_indices == [0]  # the shape is frozen
+    gather = template.build(_corpus_instance("test_gather_0"))
+    assert prepare_built(gather).runtime_indices == [0]  # the indices are frozen
+    dropout = template.build(_corpus_instance("test_training_dropout_mask"))
+    assert prepare_built(dropout).runtime_indices == [0]  # ratio and training_mode are frozen

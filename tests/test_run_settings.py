@@ -34,6 +34,7 @@ def _settings_flags(tmp_path: Path) -> list[str]:
         "--no-reproducers",
         "--no-verify",
         "--torch-tensor-args", "inputs",
+        "--onnx-data-inputs", "constants",
     ]  # fmt: skip
 
 

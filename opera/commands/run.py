@@ -46,7 +46,7 @@ def check_executor_arguments(args: argparse.Namespace) -> None:
 
 
 def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None:
-    """The flags of ``RunSettings`` (--store, --workers ... --torch-tensor-args, --executor,
+    """The flags of ``RunSettings`` (--store, --workers ... --torch-tensor-args, --onnx-data-inputs, --executor,
     --address): how each test runs, the same for `opera run` and `opera nightly`; read back with
     ``run_settings_from_args``."""
     parser.add_argument(
@@ -79,6 +79,14 @@ def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) 
         "weights, bias, indices, ... are constants, as in a real model) or 'inputs' (every tensor "
         "argument is a graph input)",
     )
+    parser.add_argument(
+        "--onnx-data-inputs",
+        choices=["runtime", "constants"],
+        default=_DEFAULTS.onnx_data_inputs,
+        help="ONNX integer and bool data operands (Add's B, BitShift's Y, ...): 'runtime' graph inputs "
+        "(default: the operator's kernel runs) or 'constants' (initializers: a frontend may fold the "
+        "operator away at conversion). Parameter operands (shapes, axes, indices) are always constants",
+    )
     add_executor_arguments(parser)
 
 
@@ -101,6 +109,7 @@ def run_settings_from_args(args: argparse.Namespace) -> RunSettings:
         executor=args.executor or _DEFAULTS.executor,
         address=args.address,
         torch_tensor_args=args.torch_tensor_args,
+        onnx_data_inputs=args.onnx_data_inputs,
     )
 
 
@@ -141,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--unsupported-config", args.unsupported_config),
                 ("--seed", args.seed != _DEFAULTS.seed),
                 ("--torch-tensor-args", args.torch_tensor_args != _DEFAULTS.torch_tensor_args),
+                ("--onnx-data-inputs", args.onnx_data_inputs != _DEFAULTS.onnx_data_inputs),
             )
             if value
         ]

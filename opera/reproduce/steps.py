@@ -55,9 +55,9 @@ def embed(*modules: ModuleType) -> str:
 
 
 def prepared_onnx(built: SingleOpModel) -> tuple[bytes, list[np.ndarray], int | None]:
-    from opera.run.targets._onnx_prep import prepare_onnx
+    from opera.run.targets._onnx_prep import prepare_built
 
-    prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
+    prepared = prepare_built(built)
     opset = next((int(e.version) for e in prepared.model.opset_import if e.domain in ("", "ai.onnx")), None)  # type: ignore[attr-defined]
     return bytes(prepared.model.SerializeToString()), prepared.select(built.inputs), opset  # type: ignore[attr-defined]
 

@@ -112,8 +112,13 @@ class WorkerState:
 
 def _build_options(inst: OperatorInstance, settings: WorkerSettings) -> dict[str, Any]:
     """The run's choices about how a template builds its model (torch: weights as constants or as
-    graph inputs, ``--torch-tensor-args``)."""
-    return {"tensor_args": settings.torch_tensor_args} if inst.library == "torch" else {}
+    graph inputs, ``--torch-tensor-args``; ONNX: integer data operands as runtime inputs or
+    constants, ``--onnx-data-inputs``)."""
+    if inst.library == "torch":
+        return {"tensor_args": settings.torch_tensor_args}
+    if inst.library == "onnx":
+        return {"data_inputs": settings.onnx_data_inputs}
+    return {}
 
 
 def _copies(arrays: list[Any]) -> list[Any]:

@@ -100,6 +100,8 @@ class RunSettings:
     address: str | None = None  # cluster executors: auto | HOST:PORT (None: start one here)
     # torch function instances: weights etc. as constants (a real model) or every tensor an input
     torch_tensor_args: str = "constants"
+    # ONNX integer/bool data operands: runtime inputs (the kernel runs) or constants (may be folded)
+    onnx_data_inputs: str = "runtime"
 
     def run_settings(self) -> dict[str, Any]:
         """This config's ``RunSettings`` fields, as keyword arguments for another config."""
@@ -269,6 +271,7 @@ def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
         reproducer_dir=str(base / "repro") if config.reproducers else None,
         log_dir=str(base / "logs" / f"run-{run_id}"),
         torch_tensor_args=config.torch_tensor_args,
+        onnx_data_inputs=config.onnx_data_inputs,
     )
 
 

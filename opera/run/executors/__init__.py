@@ -49,6 +49,9 @@ class WorkerSettings:
     # indices, ... are constants) or "inputs" (every tensor argument a graph input); see
     # templates/torch_template.py
     torch_tensor_args: str = "constants"
+    # ONNX integer/bool data operands: "runtime" graph inputs or "constants" (initializers, which a
+    # frontend may fold away at conversion); see opera/run/targets/_onnx_prep.py
+    onnx_data_inputs: str = "runtime"
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 Frontends want shape-like inputs (``Reshape``'s shape, ``ReduceSum``'s axes, ``Pad``'s pads, ...)
 as constants: TVM says "Only constant axes currently supported", TensorRT needs shape tensors at
-build time. Most are integer (or bool) tensors, so every non-float graph input is turned into an
-initializer holding the instance's value, and the float inputs stay runtime inputs; the few float
+build time. Those are the operands whose type constraint in the operator's schema is their own
+(integer-only, not shared with an output or the first input), so they are turned into initializers
+holding the instance's value; data operands stay runtime inputs whatever their dtype (an integer
+``Add`` frozen would be folded away at conversion, its kernel never run); the few float
 inputs that are operator parameters in every real model (``Resize``'s scales, ``Clip``'s bounds,
 ``OneHot``'s depth, ...: ``PARAMETER_INPUTS``) are frozen as well. TVM rejects all of those as
 runtime values ("Type Var for scale is currently unsupported", "Only constant depth currently
@@ -18,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PARAMETER_INPUTS", "PreparedOnnx", "graph_input_names", "is_runtime_dtype", "prepare_onnx"]
+__all__ = [
+    "PARAMETER_INPUTS", "PreparedOnnx", "graph_input_names", "is_runtime_dtype", "prepare_built", "prepare_onnx"
+]
 
 # op_type -> positions of float inputs that are operator parameters, frozen like the integer ones.
 PARAMETER_INPUTS: dict[str, tuple[int, ...]] = {
@@ -29,11 +33,13 @@ PARAMETER_INPUTS: dict[str, tuple[int, ...]] = {
     "Pad": (2,),  # constant_value
     "Range": (0, 1, 2),  # start, limit, delta: they decide the output shape
     "NonMaxSuppression": (3, 4),  # iou_threshold, score_threshold
-    "Dropout": (1,),  # ratio
+    "Dropout": (1, 2),  # ratio, training_mode (its type variable is the mask output's)
     "QuantizeLinear": (1,),  # y_scale
     "DequantizeLinear": (1,),  # x_scale
     "DynamicQuantizeLinear": (),
     "ConstantOfShape": (0,),
+    # num_mel_bins, dft_length, sample_rate share one type variable but decide the output's shape
+    "MelWeightMatrix": (0, 1, 2, 3, 4),
 }
 
 
@@ -62,9 +68,11 @@ def graph_input_names(model: object) -> list[str]:
 
 
 def prepare_onnx(
-    model: object, inputs: list[np.ndarray], input_names: list[str] | None = None
+    model: object, inputs: list[np.ndarray], input_names: list[str] | None = None, *, freeze_data: bool = False
 ) -> PreparedOnnx:
-    """Copy ``model`` with every non-float graph input turned into an initializer.
+    """Copy ``model`` with its parameter inputs (and non-float inputs it cannot tell apart) turned
+    into initializers; ``freeze_data``: integer and bool data operands too (the older form, where a
+    frontend may fold the operator away: ``opera run --onnx-data-inputs constants``).
 
     ``inputs[i]`` feeds ``input_names[i]`` (default: the graph inputs in order). This is Opera's
     input preparation, not the frontend: whatever fails here is a ``HarnessError``.
@@ -72,10 +80,24 @@ def prepare_onnx(
     from opera.run.targets import harness_step
 
     with harness_step("prepare the ONNX model's inputs"):
-        return _prepare_onnx(model, inputs, input_names)
+        return _prepare_onnx(model, inputs, input_names, freeze_data)
 
 
-def _prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str] | None) -> PreparedOnnx:
+def prepare_built(built: object) -> PreparedOnnx:
+    """``prepare_onnx`` of a built single-op model, in the form the run asked for
+    (``built.details["data_inputs"]``, set by the ONNX template)."""
+    details = getattr(built, "details", {}) or {}
+    return prepare_onnx(
+        built.model,  # type: ignore[attr-defined]
+        built.inputs,  # type: ignore[attr-defined]
+        built.input_names or None,  # type: ignore[attr-defined]
+        freeze_data=details.get("data_inputs") == "constants",
+    )
+
+
+def _prepare_onnx(
+    model: object, inputs: list[np.ndarray], input_names: list[str] | None, freeze_data: bool
+) -> PreparedOnnx:
     import onnx
     from onnx import numpy_helper
 
@@ -90,6 +112,7 @@ def _prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str
         for pos in PARAMETER_INPUTS.get(node.op_type, ()):
             if pos < len(node.input) and node.input[pos]:
                 parameters.add(node.input[pos])
+    data = set() if freeze_data else _data_inputs(prepared)
     frozen: dict[str, np.ndarray] = {}
     sequences: dict[str, list[np.ndarray]] = {}
     optionals: dict[str, object] = {}
@@ -102,7 +125,7 @@ def _prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str
             sequences[name] = [np.asarray(v) for v in value]
             continue
         arr = np.asarray(value)
-        if name in parameters or not is_runtime_dtype(arr.dtype):
+        if name in parameters or not (is_runtime_dtype(arr.dtype) or (name in data and arr.dtype.kind in "biu")):
             frozen[name] = arr
     if sequences:
         _freeze_sequences(graph, sequences)
@@ -119,6 +142,43 @@ def _prepare_onnx(model: object, inputs: list[np.ndarray], input_names: list[str
     runtime_indices = [i for i, n in enumerate(names) if n not in constant]
     shapes = {names[i]: tuple(np.shape(inputs[i])) for i in runtime_indices}
     return PreparedOnnx(prepared, runtime_names, runtime_indices, shapes)
+
+
+def _data_inputs(model: object) -> set[str]:
+    """Graph inputs that feed a node's *data* operand, as opposed to a parameter operand.
+
+    From the operator's schema: an operand typed by a type variable that an output shares (``Add``'s
+    A and B, ``BitShift``'s X and Y, ``Where``'s X and Y), or the type variable of the first operand
+    when another operand shares it (``Equal``'s A and B, ``And``'s A and B, ``ConvInteger``'s x and
+    x_zero_point). A parameter has a concrete type or a variable of its own (``Reshape``'s shape,
+    ``Gather``'s indices, ``TopK``'s K, ``Slice``'s starts, ``Where``'s condition, a window's size).
+    Integer and bool data stay runtime inputs: frozen, the frontend folds the operator away at
+    conversion and its kernel never runs (issue 11: no real bug hidden by the harness)."""
+    import onnx
+
+    graph = model.graph  # type: ignore[attr-defined]
+    inputs = {vi.name for vi in graph.input}
+    versions = {(e.domain or ""): int(e.version) for e in model.opset_import}  # type: ignore[attr-defined]
+    data: set[str] = set()
+    for node in graph.node:
+        domain = node.domain or ""
+        try:
+            schema = onnx.defs.get_schema(node.op_type, versions.get(domain, versions.get("", 1)), domain)
+        except Exception:
+            continue  # no schema (a custom domain): its inputs are frozen as before
+        formals = list(schema.inputs)
+        variables = {c.type_param_str for c in schema.type_constraints}
+        if not formals:
+            continue
+        typed = [formals[min(pos, len(formals) - 1)].type_str for pos in range(len(node.input))]
+        shared = {f.type_str for f in schema.outputs} & variables
+        first = typed[0] if typed else ""
+        if first in variables and typed.count(first) > 1:
+            shared.add(first)
+        for name, type_str in zip(node.input, typed, strict=True):
+            if name in inputs and type_str in shared:
+                data.add(name)
+    return data
 
 
 def _freeze_sequences(graph: object, sequences: dict[str, list[np.ndarray]]) -> None:

@@ -31,7 +31,7 @@ from opera.reproduce.steps import (
 )
 from opera.run.targets import ArtifactError, Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch
-from opera.run.targets._onnx_prep import prepare_onnx
+from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._ov_io import (
     InterfaceError,
     as_port_type,
@@ -221,7 +221,7 @@ class OvOnnxTarget(_OvTarget):
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         artifact, inputs, _ = prepared_onnx(built)
-        names = prepare_onnx(built.model, built.inputs, built.input_names or None).runtime_names
+        names = prepare_built(built).runtime_names
         code = (
             "import os, tempfile\nimport openvino as ov\n"
             "fd, path = tempfile.mkstemp(suffix='.onnx'); os.write(fd, ARTIFACT); os.close(fd)\n"
@@ -234,7 +234,7 @@ class OvOnnxTarget(_OvTarget):
         import onnx
         import openvino as ov
 
-        prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
+        prepared = prepare_built(built)
         # convert_model rejects an in-memory ModelProto: go through a file.
         fd, path = tempfile.mkstemp(suffix=".onnx", prefix="opera-ov-")
         os.close(fd)

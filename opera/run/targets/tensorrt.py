@@ -20,7 +20,7 @@ import numpy as np
 
 from opera.run.targets import Target, register_target
 from opera.run.targets._artifacts import aten_ops, torch_to_onnx
-from opera.run.targets._onnx_prep import PreparedOnnx, prepare_onnx
+from opera.run.targets._onnx_prep import PreparedOnnx, prepare_built, prepare_onnx
 from opera.templates import SingleOpModel
 
 __all__ = ["TensorRTError", "TrtOnnxTarget", "TrtTorchTarget", "WORKSPACE_BYTES"]
@@ -183,7 +183,7 @@ class TrtOnnxTarget(_TrtTarget):
     requires = ("tensorrt", "torch", "onnx")
 
     def convert(self, built: SingleOpModel) -> TrtNetwork:
-        prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
+        prepared = prepare_built(built)
         return self._build(built.model, prepared)
 
 

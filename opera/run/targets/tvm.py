@@ -31,7 +31,7 @@ from opera.reproduce.steps import TORCH_LOAD, ReproducerSteps, exported_program,
 from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes
-from opera.run.targets._onnx_prep import prepare_onnx
+from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -122,6 +122,9 @@ class _TvmTarget(Target):
         r"Cannot decide (min|max)_value for type",
         # relax quantize/dequantize dtypes: "zero_point param datatype should be one of [int8, ...]"
         r"datatype should be one of \[",
+        # integer Pow (allowed by the ONNX spec): "Check failed: (IsFloatType(x.ty())) is false: power
+        # only applies to float" in TIR
+        r"power only applies to float",
     )
 
     def _reproducer_run(self) -> str:
@@ -284,7 +287,7 @@ class TvmOnnxTarget(_TvmTarget):
     def convert(self, built: SingleOpModel) -> TvmModule:
         from tvm.relax.frontend.onnx import from_onnx
 
-        prepared = prepare_onnx(built.model, built.inputs, built.input_names or None)
+        prepared = prepare_built(built)
         opset = _onnx_opset(prepared.model)
         mod = from_onnx(prepared.model, opset=opset, keep_params_in_input=False)
         return TvmModule(mod, input_indices=prepared.runtime_indices)
