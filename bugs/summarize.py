@@ -1,5 +1,7 @@
 """Regenerate the summary table of bugs/README.md from bugs/verdicts.tsv (the hand-judged verdict of
-every triaged root cause) and the per-bug folders bugs/<target>/<id>/.
+every triaged root cause; its optional ``source`` column says whether the root cause came from
+the human-written corpus or the generated one, default human) and the per-bug folders
+bugs/<target>/<id>/ and bugs/generated/<target>/<id>/.
 
     python bugs/summarize.py            # prints the Markdown table block; paste it into README.md
 """
@@ -31,7 +33,15 @@ def main() -> None:
         cells += [str(sym.get("crash", 0)), str(sym.get("wrong-result", 0)), str(sym.get("hang", 0))]
         print(f"| {name} | " + " | ".join(cells) + " |")
         total += c
-    folders = sorted(p.parent.name for p in HERE.glob("*/rc-*/README.md"))
+    print("\n| source | judged | REAL | REAL crash | REAL wrong result | REAL hang |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for source in ("human", "generated"):
+        mine = [r for r in rows if (r.get("source") or "human") == source]
+        real = [r for r in mine if r["verdict"] == "REAL"]
+        sym = Counter(r["symptom"] for r in real)
+        cells = [len(mine), len(real), sym.get("crash", 0), sym.get("wrong-result", 0), sym.get("hang", 0)]
+        print(f"| {source} | " + " | ".join(str(c) for c in cells) + " |")
+    folders = sorted(p.parent.name for p in HERE.glob("**/rc-*/README.md"))
     print(f"\n{len(folders)} REAL root causes have a folder with README.md (evidence) and a reproducer.")
 
 
