@@ -106,6 +106,10 @@ def _by_id(library: str, instance_id: str):
         # not support multi-axis yet"
         ("keras", "80a834375064da14a5cb", "ov-keras", "does not support Reverse"),
         ("keras", "80a834375064da14a5cb", "tvm-keras", "not support multi-axis yet"),
+        # complex outputs on TVM's torch frontend: "input_type torch.complex64 is not handled yet"
+        ("torch", "399babcfa5ba93100ac2", "tvm-torch", "is not handled yet"),
+        # one_hot without num_classes: a data-dependent output size torch.compile cannot specialize on
+        ("torch", "e52661d9aaa350abcb15", "inductor-torch", "data-dependent expression"),
     ],
 )
 def test_the_frontends_own_words_for_a_gap_are_unsupported(
@@ -114,3 +118,12 @@ def test_the_frontends_own_words_for_a_gap_are_unsupported(
     result = _run(state, _by_id(library, instance_id), target)
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
     assert words in result.message
+
+
+@pytest.mark.slow
+def test_openvino_says_which_resize_modes_it_lacks(state) -> None:
+    """"half_pixel_symmetric - this type of coordinate transformation mode is not supported"
+    (judged UNSUPPORTED in the ov-onnx triage: it was listed as a crash)."""
+    result = _run(state, _instance("onnx", "test_resize_downsample_scales_linear_half_pixel_symmetric"), "ov-onnx")
+    assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
+    assert "coordinate transformation mode is not supported" in result.message

@@ -45,6 +45,12 @@ class InductorTarget(Target):
     unsupported_patterns: tuple[str, ...] = (
         # fullgraph=True: Dynamo refuses a graph break instead of silently running eager
         r"^torch\._dynamo\.exc\.Unsupported:",
+        # a data-dependent size or value torch.compile documents it cannot specialize on (one_hot
+        # without num_classes, tensor_split by a tensor, gaussian_nll_loss's value check):
+        # "GuardOnDataDependentSymNode: Could not extract specialized integer from data-dependent expression u0"
+        r"Could not (extract specialized integer from|guard on) data-dependent expression",
+        # "TypeError: Got unsupported ScalarType ComplexHalf"
+        r"Got unsupported ScalarType ",
     )
 
     def availability(self) -> str | None:
