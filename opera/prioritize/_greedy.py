@@ -168,8 +168,10 @@ def greedy_order(
     use_diversity: bool = True,
     precovered: Iterable[int] = (),
     stats: dict[str, object] | None = None,
+    rarity_ties: bool = True,
 ) -> list[str]:
     """Greedy order by ``op_score[op] * diversity``; ``use_diversity=False`` makes diversity 1.
+    ``rarity_ties=False`` breaks equal-diversity ties by corpus order alone (the paper's text).
 
     Instances of one operator with the same element tuple (the interner shares it) always have the
     same diversity, so each operator's heap holds one entry per distinct tuple (a *group*), keyed by
@@ -206,7 +208,7 @@ def greedy_order(
     # It breaks ties of equal diversity (every operator's first round is all ties at 1.0): the most
     # unusual setting first, not the corpus's first (often its most basic) instance.
     rarity = [0.0] * len(group_members)
-    for op in range(n_ops):
+    for op in range(n_ops) if rarity_ties else ():
         freq: Counter[int] = Counter()
         for g in group_of[op].values():
             for e in group_elements[g]:
@@ -293,6 +295,7 @@ def diversity_order(
     precover_equipped: bool,
     zero_case: str = "untested-first",
     notes: dict[str, object] | None = None,
+    rarity_ties: bool = True,
 ) -> list[str]:
     """Compile the corpus, score operators against the equipped corpus, run the greedy order.
 
@@ -327,7 +330,9 @@ def diversity_order(
     compile_seconds = time.perf_counter() - start
     stats: dict[str, object] = {}
     start = time.perf_counter()
-    order = greedy_order(corpus, op_score, use_diversity=use_diversity, precovered=precovered, stats=stats)
+    order = greedy_order(
+        corpus, op_score, use_diversity=use_diversity, precovered=precovered, stats=stats, rarity_ties=rarity_ties
+    )
     placed = set(order)
     for iid in rejected:
         if iid not in placed:

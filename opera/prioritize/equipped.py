@@ -35,7 +35,7 @@ from typing import Any
 from opera.model import InstanceKind, OperatorInstance, Source
 from opera.values import DTYPES, DType, ObjectSpec, Opaque, TensorSpec
 
-__all__ = ["EquippedReader", "read_equipped"]
+__all__ = ["OPAQUE_SHAPE_MARK", "EquippedReader", "read_equipped"]
 
 SUITE = "equipped"
 
@@ -82,11 +82,17 @@ class EquippedReader:
 
     ``library`` is sniffed from the content when not given. ``microsoft_ops``: ONNX op types to put
     in the ``com.microsoft`` domain (default: ``MICROSOFT_OPS`` for files named ``tvm-0.27_*``).
+    ``opaque_shapes``: an ONNX input of a type Opera cannot build (strings, FNUZ floats, undefined,
+    sequences) is an ``Opaque`` value whose reason names the type only, so its recorded shape is
+    lost; with ``opaque_shapes`` the reason also holds the shape (`` shaped [3, 4]``), which changes
+    those instances' ids. The ``opera-artifact`` strategy reads it (the artifact's input-shape
+    parameter includes such inputs).
     """
 
     path: Path
     library: str | None = None
     microsoft_ops: frozenset[str] | None = None
+    opaque_shapes: bool = False
     skipped: Counter[str] = field(default_factory=Counter)
     records: int = 0
 
@@ -111,7 +117,7 @@ class EquippedReader:
             source = Source(SUITE, test=f"{self.path.name}:{line_no}", sample=self.records - 1)
             try:
                 if library == "onnx":
-                    inst = _onnx_record(chunk, source, self.microsoft_ops or frozenset())
+                    inst = _onnx_record(chunk, source, self.microsoft_ops or frozenset(), self.opaque_shapes)
                 elif library == "keras":
                     inst = _keras_record(chunk, source)
                 else:
@@ -255,22 +261,26 @@ def _call(text: str, name: str) -> ast.Call:
 
 # ---- ONNX ------------------------------------------------------------------------------------
 _ONNX_WRAPPED = re.compile(r"^(SEQUENCE|OPTIONAL)\((.*)\)$")
+OPAQUE_SHAPE_MARK = " shaped "  # EquippedReader(opaque_shapes=True): "tensor of STRING shaped [3, 4]"
 
 
-def _onnx_input(shape: Any, dtype: Any) -> Any:
+def _onnx_input(shape: Any, dtype: Any, opaque_shapes: bool = False) -> Any:
     if dtype in (None, "UNDEFINED", "") and shape is None:
         return None  # an omitted optional input
     if not isinstance(dtype, str):
         raise ValueError(f"bad input dtype {dtype!r}")
+    shaped = f"{OPAQUE_SHAPE_MARK}{list(shape) if isinstance(shape, (list, tuple)) else shape!r}" if opaque_shapes else ""
     if _ONNX_WRAPPED.match(dtype):
-        return Opaque("onnx.value", f"{dtype} input (the equipped format holds no element shapes)")
+        return Opaque("onnx.value", f"{dtype} input (the equipped format holds no element shapes){shaped}")
     name = _ONNX_DTYPES.get(dtype)
     if name is None:
-        return Opaque("onnx.value", f"tensor of {dtype}")
+        return Opaque("onnx.value", f"tensor of {dtype}{shaped}")
     return TensorSpec(name, _shape(shape) if shape is not None else ())
 
 
-def _onnx_record(line: str, source: Source, microsoft_ops: frozenset[str]) -> OperatorInstance:
+def _onnx_record(
+    line: str, source: Source, microsoft_ops: frozenset[str], opaque_shapes: bool = False
+) -> OperatorInstance:
     call = _call(line, "make_graph")
     fields = {kw.arg: _convert(kw.value) for kw in call.keywords if kw.arg}
     op_type = fields["op_type"]
@@ -280,7 +290,7 @@ def _onnx_record(line: str, source: Source, microsoft_ops: frozenset[str]) -> Op
     dtypes = fields.get("input_dtype") or ()
     if len(shapes) != len(dtypes):
         raise ValueError(f"{len(shapes)} input shapes for {len(dtypes)} dtypes")
-    inputs = tuple(_onnx_input(s, d) for s, d in zip(shapes, dtypes, strict=True))
+    inputs = tuple(_onnx_input(s, d, opaque_shapes) for s, d in zip(shapes, dtypes, strict=True))
     kwargs = fields.get("kwargs") or {}
     if not isinstance(kwargs, dict):
         raise ValueError("kwargs is not a dict")
@@ -294,7 +304,27 @@ def _onnx_record(line: str, source: Source, microsoft_ops: frozenset[str]) -> Op
         inputs=inputs,
         extra=extra,
         source=source,
+        outputs=_onnx_outputs(fields.get("output_shape"), fields.get("output_dtype")),
     )
+
+
+def _onnx_outputs(shapes: Any, dtypes: Any) -> tuple[str, ...] | None:
+    """The recorded output signature, ``("float32[2,3]", ...)`` as ``templates.output_signature``
+    writes it (an unknown dimension ``?``, a symbolic one its name, an unknown shape no brackets;
+    dtypes without a numpy name keep their ONNX name). Not part of the instance's identity; the
+    ``opera-artifact`` strategy reads it (the artifact counts output shapes and dtypes as parameters).
+    None when the record has no (or inconsistent) output fields."""
+    if not isinstance(shapes, (list, tuple)) or not isinstance(dtypes, (list, tuple)) or len(shapes) != len(dtypes):
+        return None
+    out: list[str] = []
+    for shape, dtype in zip(shapes, dtypes, strict=True):
+        name = _ONNX_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else repr(dtype)
+        if isinstance(shape, (list, tuple)):
+            dims = ",".join("?" if d is None else str(d) for d in shape)
+            out.append(f"{name}[{dims}]")
+        else:
+            out.append(name)
+    return tuple(out)
 
 
 # ---- Keras -----------------------------------------------------------------------------------
