@@ -14,6 +14,7 @@ memory blow-ups cannot be caught here: the executor watching the worker records 
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 import traceback
@@ -36,7 +37,14 @@ from opera.verdict.signature import (
 )
 from opera.verdict.unsupported import UnsupportedPatterns, load_unsupported
 
-__all__ = ["WorkerState", "dead_worker_result", "execute_task", "instance_size", "invalid_result"]
+__all__ = [
+    "WorkerState",
+    "dead_worker_result",
+    "execute_task",
+    "instance_size",
+    "invalid_result",
+    "warm_up_instance",
+]
 
 def instance_size(inst: OperatorInstance) -> int:
     """How big an instance is, to keep the smallest reproducer per bug: its JSON length."""
@@ -98,16 +106,70 @@ class WorkerState:
         if self.unsupported is None:
             self.unsupported = load_unsupported(self.settings.unsupported_config)
 
-    def warm_up(self, target_name: str, library: str) -> None:
-        """Import the template and the compiler before the test's clock starts."""
+    def warm_up(self, target_name: str, library: str, dummy_op: bool = True) -> None:
+        """Pay a target's first-call costs before the first test's clock starts (the executor times
+        warm-up apart, under ``warmup_timeout_s``): import the template and the compiler, then
+        (``dummy_op``) take one tiny real operator of the library through the whole test (build,
+        reference, convert, compile, run, compare), which loads what only a first compile loads
+        (TVM's LLVM, Inductor's C++ toolchain and precompiled header, OpenVINO's plugins, TensorFlow's
+        converter). Its outcome is only logged: it is never a verdict. Last, the objects alive now
+        are moved out of the garbage collector's sight (``gc.freeze``): every later full collection
+        would otherwise walk the frameworks' hundreds of thousands of objects again."""
         from opera.templates import get_template
 
+        undo = set(os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","))  # benchmarks/fixed_costs.py only
         self.load_configs()
         get_template(library)
         target = self.target(target_name)
         reason = target.availability()
         if reason is not None:
             raise RuntimeError(f"target {target_name} is not available in this worker: {reason}")
+        if dummy_op and "warm-up-op" not in undo:
+            self._warm_up_op(target_name, library)
+        if "gc-freeze" not in undo:
+            gc.collect()  # what is garbage now is not frozen with the rest
+            gc.freeze()
+
+    def _warm_up_op(self, target_name: str, library: str) -> None:
+        inst = warm_up_instance(library)
+        if inst is None:
+            return
+        try:
+            result, _ = _execute_test(TestTask(-1, inst, target_name), self, lambda stage: None)
+        except Exception as exc:  # never a verdict: the test that follows is judged on its own
+            print(f"opera worker: warm-up op {inst.api} on {target_name} failed: {type(exc).__name__}: {exc}", flush=True)
+            return
+        if result.outcome is not Outcome.PASS:
+            print(
+                f"opera worker: warm-up op {inst.api} on {target_name}: {result.outcome.value} "
+                f"({first_lines(result.message or '', 300)})",
+                flush=True,
+            )
+
+
+def warm_up_instance(library: str) -> OperatorInstance | None:
+    """The tiny operator a worker takes through a target before its first test: ReLU on a float32
+    2x3 tensor, in the library's own form (None: no such operator known for this library)."""
+    from opera.model import InstanceKind, Source
+
+    x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
+    source = Source(suite="opera-warm-up", test="warm-up")
+    if library == "torch":
+        return OperatorInstance(
+            library=library, api="torch.nn.functional.relu", kind=InstanceKind.FUNCTION, args=(x,), source=source
+        )
+    if library == "keras":
+        return OperatorInstance(library=library, api="keras.layers.ReLU", kind=InstanceKind.MODULE, inputs=(x,), source=source)
+    if library == "onnx":
+        return OperatorInstance(
+            library=library,
+            api="onnx::Relu",
+            kind=InstanceKind.ONNX_NODE,
+            inputs=(x,),
+            extra={"domain": "", "n_outputs": 1, "opset": 17},
+            source=source,
+        )
+    return None
 
 
 def _build_options(inst: OperatorInstance, settings: WorkerSettings) -> dict[str, Any]:

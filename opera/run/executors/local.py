@@ -7,7 +7,10 @@ a time, reporting the stage it is in. The parent watches every worker:
   ``native-crash`` with the signal name, and a fresh worker replaces it;
 - a test that runs past ``timeout_s`` -> the worker (and its process group) is SIGKILLed and
   replaced, the test is ``timeout``. The clock starts when the worker begins the test, after its
-  first-contact imports of the target (bounded separately by ``warmup_timeout_s``);
+  warm-up for the target (bounded separately by ``warmup_timeout_s``): the imports and one tiny
+  real operator through the target (``WorkerState.warm_up``). A worker that dies or hangs in that
+  warm-up gives no verdict: its test is queued again, and the workers started after it warm up
+  that target with the imports only (a second death there is the test's, as before);
 - a worker whose resident memory exceeds ``max_rss_bytes`` (read from ``/proc``) is SIGKILLed,
   the test is ``native-crash`` with cause ``memory``; an idle worker above half the limit is
   replaced before its next test (memory kept from earlier tests must not be blamed on this one). RSS is watched rather than RLIMIT_AS set
@@ -87,7 +90,9 @@ def _die_with_parent() -> None:
             os._exit(1)
 
 
-def _worker_main(conn: Connection, settings: WorkerSettings, log_path: str | None) -> None:
+def _worker_main(
+    conn: Connection, settings: WorkerSettings, log_path: str | None, no_warm_up_op: frozenset[str] = frozenset()
+) -> None:
     _die_with_parent()
     os.setpgrp()  # its own process group: the parent kills helper subprocesses with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
@@ -113,7 +118,7 @@ def _worker_main(conn: Connection, settings: WorkerSettings, log_path: str | Non
         if task.target not in warmed:
             conn.send(("warming", None))
             try:
-                state.warm_up(task.target, task.instance.library)
+                state.warm_up(task.target, task.instance.library, dummy_op=task.target not in no_warm_up_op)
             except Exception as exc:
                 print(f"opera worker: warm-up of {task.target} failed: {exc}", flush=True)
             warmed.add(task.target)
@@ -125,6 +130,10 @@ def _worker_main(conn: Connection, settings: WorkerSettings, log_path: str | Non
         except Exception as exc:  # a bug in Opera itself, not a verdict on the compiler
             outcome = _internal_error(task, exc)
         conn.send(("done", outcome))
+
+
+def _exit_cause(code: int | None) -> str:
+    return signal.Signals(-code).name if code is not None and code < 0 else f"exit-{code}"
 
 
 def _internal_error(task: TestTask, exc: Exception) -> TaskOutcome:
@@ -149,6 +158,8 @@ class _Slot:
     deadline: float = 0.0
     affinity: str | None = None
     fresh: bool = True  # has not begun a task yet (its imports are still to come)
+    warming: bool = False  # in the warm-up for its task's target (between "warming" and "begin")
+    no_warm_up_op: frozenset[str] = frozenset()  # targets this worker warms up without the op
     heard: bool = False  # has sent at least one message since it started
     tasks_done: int = 0
     rss_peak: int = 0
@@ -171,6 +182,8 @@ class LocalExecutor:
         self.replaced = 0  # workers replaced after a death, hang or memory kill
         self.recycled = 0  # idle workers replaced because they held over half the memory limit
         self._startup_failures = 0
+        # Targets whose warm-up op killed or hung a worker: later workers warm them up without it.
+        self.no_warm_up_op: set[str] = set()
         if settings.log_dir:
             Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
 
@@ -228,9 +241,10 @@ class LocalExecutor:
         log_path = None
         if self.settings.log_dir:
             log_path = str(Path(self.settings.log_dir) / f"worker-{slot.index}.log")
+        no_warm_up_op = frozenset(self.no_warm_up_op)
         process = self._ctx.Process(
             target=_worker_main,
-            args=(child_conn, self.settings, log_path),
+            args=(child_conn, self.settings, log_path, no_warm_up_op),
             name=f"opera-worker-{slot.index}",
             daemon=True,
         )
@@ -238,6 +252,7 @@ class LocalExecutor:
         child_conn.close()
         slot.process, slot.conn, slot.fresh, slot.log_path = process, parent_conn, True, log_path
         slot.heard = False
+        slot.warming, slot.no_warm_up_op = False, no_warm_up_op
         slot.affinity = None
 
     def _kill(self, slot: _Slot) -> None:
@@ -307,8 +322,10 @@ class LocalExecutor:
             slot.heard = True
             self._startup_failures = 0
             if kind == "warming":
+                slot.warming = True
                 slot.deadline = now + self.settings.warmup_timeout_s
             elif kind == "begin":
+                slot.warming = False
                 slot.fresh = False
                 slot.started = now
                 slot.deadline = now + self.settings.timeout_s
@@ -331,9 +348,10 @@ class LocalExecutor:
                 self._drain(slot)  # a result sent just before dying still counts
                 if slot.task is not None and not slot.heard:
                     self._startup_failed(slot)
+                elif self._warm_up_op_to_blame(slot):
+                    self._warm_up_op_failed(slot, f"died ({_exit_cause(slot.process.exitcode)})")
                 elif slot.task is not None:
-                    code = slot.process.exitcode
-                    cause = signal.Signals(-code).name if code is not None and code < 0 else f"exit-{code}"
+                    cause = _exit_cause(slot.process.exitcode)
                     self._fail(slot, cause, f"worker died ({cause}) during {slot.stage.value}")
                 else:
                     self._kill(slot)
@@ -343,6 +361,9 @@ class LocalExecutor:
             if now > slot.deadline:
                 self._drain(slot)  # a verdict that arrived at the last moment wins over the timeout
                 if slot.task is None:
+                    continue
+                if self._warm_up_op_to_blame(slot):
+                    self._warm_up_op_failed(slot, f"hung past {self.settings.warmup_timeout_s:g} s")
                     continue
                 limit = self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s
                 self._fail(
@@ -355,13 +376,33 @@ class LocalExecutor:
                 rss = rss_bytes(slot.process.pid)
                 if rss is not None:
                     slot.rss_peak = max(slot.rss_peak, rss)
-                    if rss > self.settings.max_rss_bytes:  # type: ignore[operator]
+                    if rss > self.settings.max_rss_bytes and self._warm_up_op_to_blame(slot):  # type: ignore[operator]
+                        self._warm_up_op_failed(slot, f"went over the memory limit ({rss / 2**20:.0f} MiB)")
+                    elif rss > self.settings.max_rss_bytes:  # type: ignore[operator]
                         self._fail(
                             slot,
                             "memory",
                             f"worker memory {rss / 2**20:.0f} MiB over the limit "
                             f"{self.settings.max_rss_bytes / 2**20:.0f} MiB during {slot.stage.value}; worker killed",  # type: ignore[operator]
                         )
+
+    def _warm_up_op_to_blame(self, slot: _Slot) -> bool:
+        """The worker was in its warm-up, which ran the warm-up op: not the test's doing."""
+        return slot.task is not None and slot.warming and slot.task.target not in slot.no_warm_up_op
+
+    def _warm_up_op_failed(self, slot: _Slot, what: str) -> None:
+        """A worker died or hung in the warm-up op: no verdict; the test waits for a worker that
+        warms this target up with the imports only."""
+        task = slot.task
+        assert task is not None
+        self._kill(slot)
+        slot.task = None
+        self.no_warm_up_op.add(task.target)
+        self.replaced += 1
+        self._queue.put_back(task)
+        if slot.log_path:
+            with contextlib.suppress(OSError), open(slot.log_path, "a") as log:
+                log.write(f"opera: the warm-up op of {task.target} {what}; later workers skip it\n")
 
     def _startup_failed(self, slot: _Slot) -> None:
         """A worker that dies before saying a word is broken, not its test: requeue the test

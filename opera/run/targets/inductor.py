@@ -6,11 +6,17 @@ hit), ``compile`` makes the first call on the example inputs (Dynamo tracing + I
 crashes here are compile-stage crashes) and ``run`` calls it again. ``fullgraph=True``: a graph
 break would silently fall back to eager and compare eager with eager; Dynamo's refusal is reported
 instead (an "unsupported" pattern).
+
+Inductor's FX graph cache and AOT-autograd cache are switched off (``inductor_graph_caches_off``,
+in the target and in its reproducer scripts): with them on, a graph compiled before (in the same
+worker: ``torch.X`` and ``torch.Tensor.X`` give one graph; on a later night: the on-disk cache)
+skips code generation entirely, so the code generation under test would not run.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,9 +24,9 @@ import numpy as np
 
 from opera.outputs import flatten_outputs
 from opera.reproduce.steps import EAGER_LOAD, TORCH_LOAD, ReproducerSteps, eager_call, exported_program
-from opera.run.targets import Target, register_target
+from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, torch_inputs
-from opera.run.targets._inductor_io import inductor_to_numpy
+from opera.run.targets._inductor_io import inductor_graph_caches_off, inductor_to_numpy
 from opera.templates import SingleOpModel
 
 __all__ = ["InductorCudaTarget", "InductorTarget"]
@@ -65,6 +71,9 @@ class InductorTarget(Target):
 
         if self.device == "cpu" and shutil.which("g++") is None and shutil.which("c++") is None:
             return "no C++ compiler (g++) for Inductor's CPU code generation"
+        forced = [name for name in _CACHE_FORCING_ENV if os.environ.get(name) == "1"]
+        if forced:
+            return f"{', '.join(forced)}=1 forces an Inductor graph cache on (code generation would be skipped)"
         return None
 
     def versions(self) -> dict[str, str]:
@@ -98,6 +107,7 @@ class InductorTarget(Target):
             embed(outputs, _inductor_io)
             + f"args = tuple(_to_torch(x).to({device!r}) for x in INPUTS)\n"
             "torch._dynamo.reset()\n"
+            "inductor_graph_caches_off()  # as Opera: a graph compiled before must not skip code generation\n"
             "compiled = torch.compile(model, backend='inductor', fullgraph=True, dynamic=False)\n"
             "with torch.no_grad():\n"
             "    compiled(*[a.clone() for a in args])  # the first call traces and generates code\n"
@@ -116,6 +126,9 @@ class InductorTarget(Target):
         import torch
 
         torch._dynamo.reset()
+        if "inductor-graph-caches" not in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","):  # benchmarks only
+            with harness_step("switch Inductor's graph caches off"):
+                inductor_graph_caches_off()
         model = built.model
         if self.device != "cpu" and hasattr(model, "to"):
             model = copy.deepcopy(model).to(self.device)  # .to() is in place: keep the CPU reference intact
@@ -139,6 +152,10 @@ class InductorTarget(Target):
         with torch.no_grad():
             result = compiled.fn(*args)
         return flatten_outputs(result, to_numpy=inductor_to_numpy)
+
+
+# Environment variables with which torch forces a graph cache on, over ``inductor_graph_caches_off``.
+_CACHE_FORCING_ENV = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
 
 
 def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
