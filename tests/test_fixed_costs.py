@@ -279,3 +279,122 @@ def test_inductor_reproducer_generates_code_again_for_a_graph_on_disk(tmp_path: 
 
     assert runs(path, tmp_path / "cache-a") == [(0, 1), (0, 1)]
     assert runs(control, tmp_path / "cache-b")[1] == (2, 0)
+
+
+# ---- the cached composite-op scan of run_decompositions ----------------------------------------
+
+# Composite (CompositeImplicitAutograd) operators among them: linear, layer_norm, group_norm,
+# interpolate, pad, einsum, pixel_shuffle, matmul; and plain ones (abs).
+_SCAN_APIS = (
+    "torch.abs",
+    "torch.nn.functional.linear",
+    "torch.nn.functional.layer_norm",
+    "torch.nn.functional.group_norm",
+    "torch.nn.functional.interpolate",
+    "torch.nn.functional.pad",
+    "torch.einsum",
+    "torch.nn.functional.pixel_shuffle",
+    "torch.matmul",
+    "torch.nn.functional.softmax",
+)
+
+
+@pytest.fixture(scope="module")
+def scan_instances():
+    pytest.importorskip("torch")
+    from opera.corpus import CorpusReader
+
+    picked = {}
+    for inst in CorpusReader([ROOT / "harvested" / "torch.jsonl.gz"]):
+        if inst.valid and inst.api in _SCAN_APIS and inst.api not in picked:
+            picked[inst.api] = inst
+    assert set(picked) == set(_SCAN_APIS)
+    return [picked[api] for api in _SCAN_APIS]
+
+
+@pytest.fixture
+def uncached_scan(monkeypatch: pytest.MonkeyPatch):
+    """A context in which run_decompositions runs torch's own scan again (the cache installed)."""
+    import contextlib
+
+    import torch._export.utils
+    import torch.export.decomp_utils
+    import torch.export.exported_program
+
+    from opera.run.targets._artifacts import install_cia_scan_cache
+
+    assert install_cia_scan_cache(), "the cache does not apply to this torch: re-read its scan (CIA_SCAN_SOURCES)"
+    assert torch.export.exported_program._collect_all_valid_cia_ops is not torch._export.utils._collect_all_valid_cia_ops
+
+    @contextlib.contextmanager
+    def uncached():
+        original = torch._export.utils._collect_all_valid_cia_ops
+        with monkeypatch.context() as patch:
+            patch.setattr(torch.export.exported_program, "_collect_all_valid_cia_ops", original)
+            patch.setattr(torch.export.decomp_utils, "_collect_all_valid_cia_ops", original)
+            yield
+
+    return uncached
+
+
+def test_the_cached_scan_answers_what_torchs_scan_answers(uncached_scan) -> None:
+    """Also after a new composite op is registered in a new namespace (the cache must see it)."""
+    import torch
+    import torch._export.utils
+    import torch.export.exported_program
+
+    cached = torch.export.exported_program._collect_all_valid_cia_ops
+    original = torch._export.utils._collect_all_valid_cia_ops
+    assert cached() == original() and cached() is cached()  # a hit: the same answer again
+    lib = torch.library.Library("opera_cia_test", "DEF")
+    try:
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+        after = cached()
+        assert after == original() and torch.ops.opera_cia_test.twice.default in after
+    finally:
+        lib._destroy()
+
+
+@pytest.mark.slow
+def test_tvm_converts_the_same_relax_module_with_the_cached_scan(scan_instances, uncached_scan) -> None:
+    pytest.importorskip("tvm")
+    from opera.run.targets import get_target
+    from opera.templates import get_template
+
+    target = get_target("tvm-torch")
+    for inst in scan_instances:
+        built = get_template("torch").build(inst, 0)
+        with_cache = target.convert(built).mod.script()
+        with uncached_scan():
+            without = target.convert(built).mod.script()
+        assert with_cache == without, inst.api
+
+
+def _ov_text(model, tmp_path: Path) -> tuple[str, bytes]:
+    """The saved model, with the process-wide counters OpenVINO puts in generated names removed."""
+    import re
+
+    import openvino as ov
+
+    ov.save_model(model, str(tmp_path / "m.xml"), compress_to_fp16=False)
+    xml = (tmp_path / "m.xml").read_text()
+    xml = re.sub(r'name="Model\d+"', 'name="Model"', xml)
+    xml = re.sub(r'name="([^"]*?)_\d+"', r'name="\1_N"', xml)
+    return xml, (tmp_path / "m.bin").read_bytes()
+
+
+@pytest.mark.slow
+def test_openvino_converts_the_same_model_with_the_cached_scan(scan_instances, uncached_scan, tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    os.environ.setdefault("CI", "true")  # no OpenVINO telemetry
+    from opera.run.targets import get_target
+    from opera.templates import get_template
+
+    target = get_target("ov-torch")
+    for inst in scan_instances:
+        built = get_template("torch").build(inst, 0)
+        with_cache = _ov_text(target.convert(built).model, tmp_path)
+        with uncached_scan():
+            without = _ov_text(target.convert(built).model, tmp_path)
+        assert with_cache == without, inst.api

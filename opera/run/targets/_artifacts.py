@@ -9,7 +9,10 @@ blaming the compiler. The templates may offer the same conversions (``torch_inpu
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import inspect
+import os
 from typing import Any
 
 import numpy as np
@@ -18,7 +21,10 @@ from opera.run.targets import ArtifactError
 from opera.templates import SingleOpModel
 
 __all__ = [
+    "CIA_SCAN_SOURCES",
     "aten_ops",
+    "cia_scan_inputs",
+    "install_cia_scan_cache",
     "onnx_op",
     "export_torch",
     "keras_to_tflite",
@@ -50,6 +56,7 @@ def export_torch(built: SingleOpModel) -> Any:
     """``torch.export.export`` of the module on its inputs (strict=False: the default in torch 2.13)."""
     import torch
 
+    install_cia_scan_cache()  # for the frontends' run_decompositions on this program
     try:
         return torch.export.export(built.model, torch_inputs(built))
     except Exception as exc:
@@ -128,3 +135,119 @@ def aten_ops(built: SingleOpModel) -> str | None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:300] if text else ""
+
+
+# ---- the composite-op scan of torch's run_decompositions, cached on its inputs ------------------
+#
+# ``ExportedProgram.run_decompositions`` (which TVM's ``from_exported_program`` and OpenVINO's
+# ``convert_model`` call on every torch model) asks ``torch._export.utils._collect_all_valid_cia_ops``
+# for the functional CompositeImplicitAutograd ops of every op namespace, once or twice per call
+# (``CustomDecompTable.materialize`` and ``_split_decomp_table_to_cia_and_python_decomp``), and
+# the function walks every namespace again each time (torch caches only the aten part: ops can be
+# registered at any time). The cache below keeps its answer for as long as everything it reads is
+# unchanged: ``cia_scan_inputs`` collects those inputs (the namespaces, their op packets, each
+# overload object, which stands for its schema and tags, the overload's Python
+# CompositeImplicitAutograd kernel, and whether the dispatcher has a kernel and a
+# CompositeImplicitAutograd kernel for it), and a different answer would need a different input.
+# It is installed only where torch's source of the scan is the one this was read from
+# (``CIA_SCAN_SOURCES``: the SHA-256 of the functions involved, torch 2.13.0): any other torch keeps
+# the uncached scan. tests/test_fixed_costs.py checks that the converted programs are identical with
+# and without it and that a newly registered composite op is seen.
+
+CIA_SCAN_SOURCES = "f7bee0ee020d9e28d0baef2235cbcaa3266d6623405c0018d8c2b76d85db5bca"
+_CIA_CACHE: dict[str, Any] = {}
+
+
+def _cia_scan_functions() -> list[Any]:
+    import torch._decomp
+    import torch._export.utils as utils
+
+    return [
+        utils._collect_all_valid_cia_ops,
+        utils._collect_all_valid_cia_ops_for_namespace,
+        utils._collect_all_valid_cia_ops_for_aten_namespace,
+        utils._materialize_cpp_cia_ops,
+        utils._is_preservable_cia_op,
+        utils._check_valid_to_preserve,
+        utils._is_cia_op,
+        torch._decomp._should_decompose_because_unsafe_op,
+    ]
+
+
+def cia_scan_sources() -> str:
+    """SHA-256 of the source of the functions the scan runs (``CIA_SCAN_SOURCES`` when cacheable)."""
+    return hashlib.sha256("".join(inspect.getsource(f) for f in _cia_scan_functions()).encode()).hexdigest()
+
+
+def cia_scan_inputs() -> tuple[Any, ...]:
+    """Everything ``_collect_all_valid_cia_ops`` reads that can change in a process (see above),
+    after the same C++ op materialization it starts with. The aten namespace is left out: torch
+    caches its part for the process itself."""
+    import torch
+    from torch._export.utils import _materialize_cpp_cia_ops
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    cia = torch._C.DispatchKey.CompositeImplicitAutograd
+    _materialize_cpp_cia_ops()
+    seen: list[Any] = [id(FunctionalTensor.metadata_fns), FunctionalTensor.metadata_fns]
+    for name in list(torch.ops._dir):
+        if name == "aten":
+            continue
+        namespace = getattr(torch.ops, name, None)
+        seen.append((name, type(namespace)))
+        if not isinstance(namespace, torch._ops._OpNamespace):
+            continue
+        for op_name in list(namespace):
+            packet = getattr(namespace, op_name)
+            seen.append(packet)
+            for overload in packet.op_overloads():
+                qualified = overload.name()
+                has_kernel = torch._C._dispatch_has_kernel(qualified)
+                seen.append(
+                    (
+                        overload,
+                        cia in overload.py_kernels,
+                        has_kernel,
+                        has_kernel and torch._C._dispatch_has_kernel_for_dispatch_key(qualified, cia),
+                    )
+                )
+    return tuple(seen)
+
+
+def _cached_cia_scan() -> Any:
+    from torch._export.utils import _collect_all_valid_cia_ops
+
+    inputs = cia_scan_inputs()
+    if _CIA_CACHE.get("inputs") == inputs:
+        return _CIA_CACHE["ops"]
+    ops = _collect_all_valid_cia_ops()
+    _CIA_CACHE.pop("inputs", None)
+    if cia_scan_inputs() == inputs:  # kept only when the scan itself changed none of its inputs
+        _CIA_CACHE["ops"], _CIA_CACHE["inputs"] = ops, inputs
+    return ops
+
+
+def install_cia_scan_cache() -> bool:
+    """Let run_decompositions use the cached scan (once per process); False where it does not apply:
+    another torch, or ``OPERA_FIXED_COSTS_UNDO`` names ``cia-scan-cache`` (benchmarks only)."""
+    if "installed" in _CIA_CACHE:
+        return bool(_CIA_CACHE["installed"])
+    if "cia-scan-cache" in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","):
+        return False
+    try:
+        import torch.export.decomp_utils as decomp_utils
+        import torch.export.exported_program as exported_program
+        from torch._export.utils import _collect_all_valid_cia_ops
+
+        applies = (
+            cia_scan_sources() == CIA_SCAN_SOURCES
+            and exported_program._collect_all_valid_cia_ops is _collect_all_valid_cia_ops
+            and decomp_utils._collect_all_valid_cia_ops is _collect_all_valid_cia_ops
+        )
+    except Exception:  # another torch: names moved, sources unreadable
+        applies = False
+    if applies:
+        exported_program._collect_all_valid_cia_ops = _cached_cia_scan
+        decomp_utils._collect_all_valid_cia_ops = _cached_cia_scan
+    _CIA_CACHE["installed"] = applies
+    return applies
