@@ -136,7 +136,7 @@ def test_dataframe_columns_and_skipped_coverage_strategies(store: Path) -> None:
         "rauc_25", "rauc_50", "rauc_75", "rauc_100",
         "prioritization_s", "time_to_all_bugs_s", "total_time_s", "note",
     ]  # fmt: skip
-    expected = ["opera", "op-only", "param-only", "random", "fast", "total-cov", "add-cov", "run"]
+    expected = ["opera", "op-only", "param-only", "random", "fast", "total-cov", "add-cov", "opera-artifact", "run"]
     for target in ("test-faults", "test-wrong"):
         assert list(df[df["target"] == target]["strategy"]) == expected
         for strategy in ("total-cov", "add-cov"):
@@ -190,7 +190,7 @@ def test_cli_writes_every_file(store: Path, tmp_path: Path, capsys) -> None:
     assert "native-crash:test-faults:onnx::Relu:SIGSEGV" in page and "0.531" in page
     csv = pd.read_csv(out / "apfd.csv")
     assert _row(csv, "test-faults", "run")["apfd"] == pytest.approx(0.53125)
-    assert len(csv) == 16
+    assert len(csv) == 18  # 2 targets x (8 strategies + the run order)
     doc = json.loads((out / "report.json").read_text())
     assert doc["run"]["id"] == 1 and doc["targets"]["test-wrong"]["bug_signatures"] == [
         "inconsistent:test-wrong:onnx::Relu"
