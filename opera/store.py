@@ -47,12 +47,13 @@ __all__ = [
     "PlannedTest",
     "RankedResult",
     "ResultStore",
+    "RuleRecord",
     "RunRecord",
     "StoreError",
     "backup_path",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Migrations from an older schema version to the next one (applied in order, in one transaction).
 _MIGRATIONS: dict[int, str] = {
@@ -71,6 +72,21 @@ UPDATE bugs SET example_api = COALESCE((SELECT r.api FROM results r WHERE r.sign
     # 3 -> 4: a crash of the target's default pipeline that a fallback pipeline worked around
     # (tvm-keras ConvertLayout): kept with the result, and a bug of its own
     3: "ALTER TABLE results ADD COLUMN masked_signature TEXT;",
+    # 4 -> 5: the outcome of each metamorphic/differential rule on a test (opera.run.rules)
+    4: """CREATE TABLE IF NOT EXISTS rule_results (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    instance_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    signature TEXT,
+    distance REAL,
+    duration REAL NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run, instance_id, target, rule)
+);
+CREATE INDEX IF NOT EXISTS rule_results_by_signature ON rule_results(signature);
+""",
 }
 
 
@@ -117,6 +133,19 @@ CREATE TABLE IF NOT EXISTS results (
     UNIQUE (run, instance_id, target)
 );
 CREATE INDEX IF NOT EXISTS results_by_signature ON results(signature);
+CREATE TABLE IF NOT EXISTS rule_results (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    instance_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    signature TEXT,
+    distance REAL,
+    duration REAL NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run, instance_id, target, rule)
+);
+CREATE INDEX IF NOT EXISTS rule_results_by_signature ON rule_results(signature);
 CREATE TABLE IF NOT EXISTS bugs (
     signature TEXT PRIMARY KEY,
     target TEXT NOT NULL,
@@ -215,6 +244,20 @@ class BugRecord:
     repro_seconds: float | None = None
     repro_checked: float | None = None  # UNIX time of the verification
     repro_versions: dict[str, Any] | None = None  # the target's versions it was verified with
+
+
+@dataclass
+class RuleRecord:
+    """One metamorphic/differential rule's outcome on one test (``rule_results``)."""
+
+    instance_id: str
+    target: str
+    rule: str
+    outcome: str
+    signature: str | None
+    distance: float | None
+    duration: float
+    message: str
 
 
 def _encode_distance(distance: float | None) -> float | None:
@@ -526,6 +569,7 @@ class ResultStore:
                 ) from None
             if masked:
                 new_bug = self._count_bug(masked, result, run_id, Outcome.CRASH) or new_bug
+            new_bug = self._add_rule_results(run_id, result) or new_bug
             if result.signature and result.outcome in FAILURE_OUTCOMES:
                 new_bug = self._count_bug(result.signature, result, run_id, result.outcome) or new_bug
                 if result.reproducer:
@@ -533,6 +577,51 @@ class ResultStore:
                         result.signature, result.reproducer, instance_size, result.instance_id, result.api
                     )
         return new_bug
+
+    def _add_rule_results(self, run_id: int, result: TestResult) -> bool:
+        """The test's rule outcomes (``result.extra["rules"]``, opera.run.rules); a failing rule
+        counts for its own bug row. True when one of them is a new bug."""
+        new_bug = False
+        for rule, outcome in (result.extra.get("rules") or {}).items():
+            signature = outcome.get("signature")
+            self._db.execute(
+                """INSERT INTO rule_results (run, instance_id, target, rule, outcome, signature, distance, duration,
+                   message) VALUES (?,?,?,?,?,?,?,?,?)""",
+                (
+                    run_id,
+                    result.instance_id,
+                    result.target,
+                    rule,
+                    outcome["outcome"],
+                    signature,
+                    _encode_distance(outcome.get("distance")),
+                    float(outcome.get("duration", 0.0)),
+                    outcome.get("message", ""),
+                ),
+            )
+            kind = {"inconsistent": Outcome.INCONSISTENT, "crash": Outcome.CRASH}.get(outcome["outcome"])
+            if signature and kind is not None:
+                new_bug = self._count_bug(signature, result, run_id, kind) or new_bug
+        return new_bug
+
+    def rule_results(self, run_id: int) -> list[RuleRecord]:
+        """Every rule outcome of one run, in test order."""
+        rows = self._db.execute(
+            """SELECT instance_id, target, rule, outcome, signature, distance, duration, message FROM rule_results
+               WHERE run=? ORDER BY rowid""",
+            (run_id,),
+        )
+        return [RuleRecord(*row) for row in rows]
+
+    def rule_counts(self, run_id: int) -> dict[str, dict[str, dict[str, int]]]:
+        """target -> rule -> outcome -> count for one run (empty: no rule ran)."""
+        counts: dict[str, dict[str, dict[str, int]]] = {}
+        for target, rule, outcome, n in self._db.execute(
+            "SELECT target, rule, outcome, COUNT(*) FROM rule_results WHERE run=? GROUP BY target, rule, outcome",
+            (run_id,),
+        ):
+            counts.setdefault(target, {}).setdefault(rule, {})[outcome] = n
+        return counts
 
     def _count_bug(self, signature: str, result: TestResult, run_id: int, outcome: Outcome) -> bool:
         """Create the bug row of ``signature`` or count one more result for it; True when new."""
@@ -692,11 +781,16 @@ class ResultStore:
             )
         else:
             rows = self._db.execute(
-                f"""SELECT b.signature, b.target, b.outcome, b.first_run, b.last_run, COUNT(r.id), b.example_instance,
+                f"""SELECT b.signature, b.target, b.outcome, b.first_run, b.last_run, COUNT(*), b.example_instance,
                    b.example_api, b.reproducer, b.reproducer_size, {_REPRO_COLUMNS.replace("repro_", "b.repro_")}
-                   FROM bugs b JOIN results r ON (r.signature=b.signature OR r.masked_signature=b.signature) AND r.run=?
-                   GROUP BY b.signature ORDER BY COUNT(r.id) DESC, b.signature""",
-                (run_id,),
+                   FROM bugs b JOIN (
+                       SELECT r.signature AS sig FROM results r WHERE r.run=? AND (r.masked_signature IS NULL
+                           OR r.masked_signature != r.signature)
+                       UNION ALL SELECT r.masked_signature FROM results r WHERE r.run=?
+                       UNION ALL SELECT u.signature FROM rule_results u WHERE u.run=?
+                   ) s ON s.sig=b.signature
+                   GROUP BY b.signature ORDER BY COUNT(*) DESC, b.signature""",
+                (run_id, run_id, run_id),
             )
         return [
             BugRecord(

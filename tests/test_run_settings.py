@@ -35,6 +35,7 @@ def _settings_flags(tmp_path: Path) -> list[str]:
         "--no-verify",
         "--torch-tensor-args", "inputs",
         "--onnx-data-inputs", "constants",
+        "--oracle", "reference,optlevel,batch",
     ]  # fmt: skip
 
 

@@ -7,6 +7,7 @@ import re
 import sys
 
 from opera.errors import OperaError
+from opera.run.rules import REFERENCE, parse_oracles, rule_names
 from opera.run.runner import RunConfig, RunSettings, parse_duration, resume_run, start_run
 from opera.store import RUN_INTERRUPTED
 
@@ -87,6 +88,14 @@ def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) 
         "(default: the operator's kernel runs) or 'constants' (initializers: a frontend may fold the "
         "operator away at conversion). Parameter operands (shapes, axes, indices) are always constants",
     )
+    parser.add_argument(
+        "--oracle",
+        default=REFERENCE,
+        metavar="NAMES",
+        help=f"oracles, comma-separated: {REFERENCE} (the library's reference; always on) and the "
+        f"metamorphic/differential rules {', '.join(rule_names())}, or 'all' (default: {REFERENCE}). "
+        "A rule's outcome per test is stored beside the test's; its failures are bugs of their own",
+    )
     add_executor_arguments(parser)
 
 
@@ -110,7 +119,15 @@ def run_settings_from_args(args: argparse.Namespace) -> RunSettings:
         address=args.address,
         torch_tensor_args=args.torch_tensor_args,
         onnx_data_inputs=args.onnx_data_inputs,
+        rules=_rules(args.oracle),
     )
+
+
+def _rules(text: str) -> list[str]:
+    try:
+        return list(parse_oracles(text))
+    except ValueError as exc:
+        raise OperaError(f"--oracle: {exc}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--seed", args.seed != _DEFAULTS.seed),
                 ("--torch-tensor-args", args.torch_tensor_args != _DEFAULTS.torch_tensor_args),
                 ("--onnx-data-inputs", args.onnx_data_inputs != _DEFAULTS.onnx_data_inputs),
+                ("--oracle", args.oracle != REFERENCE),
             )
             if value
         ]

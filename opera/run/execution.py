@@ -275,11 +275,52 @@ def _execute_test(
         result = judge_outputs(state.oracle, target, built, pristine, reference, outputs, nondeterministic, finish)
         if masked is not None:  # the default pipeline's crash, reported once as its own finding
             result.extra["masked_crash"] = masked
-        return result, context
     except Exception as exc:  # Opera could not compare what it got back: our defect, said as such
         wrapped = HarnessError(f"compare the outputs: {type(exc).__name__}: {exc}")
         wrapped.__cause__ = exc
         return _harness_error(finish, Stage.COMPARE, wrapped, task.target), context
+    if state.settings.rules:
+        rules = _run_rules(state, target, built, converted, compiled, pristine, reference, outputs, result)
+        result.extra["rules"] = rules
+        result.duration = time.perf_counter() - started
+    return result, context
+
+
+def _run_rules(
+    state: WorkerState,
+    target: Any,
+    built: Any,
+    converted: Any,
+    compiled: Any,
+    pristine: list[Any],
+    reference: list[np.ndarray],
+    outputs: list[np.ndarray],
+    result: TestResult,
+) -> dict[str, dict[str, Any]]:
+    """The run's metamorphic/differential rules on a test whose default pipeline gave outputs."""
+    from opera.run.rules import RuleContext, run_rules
+    from opera.templates import get_template
+
+    assert state.oracle is not None and state.unsupported is not None
+    inst = built.instance
+    template = get_template(inst.library)
+    options = _build_options(inst, state.settings)
+    comparable = result.outcome not in (Outcome.NONDETERMINISTIC, Outcome.UNDEFINED, Outcome.UNSTABLE_REFERENCE)
+    ctx = RuleContext(
+        target=target,
+        built=built,
+        converted=converted,
+        compiled=compiled,
+        inputs=pristine,
+        reference=reference,
+        outputs=outputs,
+        verdict=result.outcome,
+        oracle=state.oracle,
+        unsupported=state.unsupported,
+        build=lambda sliced: template.build(sliced, state.settings.seed, **options),
+        values_comparable=comparable and not state.oracle.is_random(inst.api),
+    )
+    return run_rules(state.settings.rules, ctx)
 
 
 def _masked_crash(compiled: Any, target_name: str, target: Any) -> dict[str, str] | None:

@@ -102,6 +102,8 @@ class RunSettings:
     torch_tensor_args: str = "constants"
     # ONNX integer/bool data operands: runtime inputs (the kernel runs) or constants (may be folded)
     onnx_data_inputs: str = "runtime"
+    # oracles beside the library's reference (opera.run.rules: optlevel, reload, batch, paths)
+    rules: list[str] = field(default_factory=list)
 
     def run_settings(self) -> dict[str, Any]:
         """This config's ``RunSettings`` fields, as keyword arguments for another config."""
@@ -131,6 +133,22 @@ class RunConfig(RunSettings):
         return self.workers if self.workers and self.workers > 0 else max(1, os.cpu_count() or 1)
 
 
+def render_rule_counts(counts: dict[str, dict[str, dict[str, int]]]) -> list[str]:
+    """The per-oracle outcome table (``opera run``, ``opera bugs``): one row per (target, rule)."""
+    if not counts:
+        return []
+    from opera.run.rules import RULE_OUTCOMES
+
+    rows = [(t, r, counts[t][r]) for t in sorted(counts) for r in sorted(counts[t])]
+    width = max([len(f"{t} {r}") for t, r, _ in rows] + [len("target oracle")])
+    lines = ["oracles beside the reference (per test):"]
+    lines.append(" ".join([f"{'target oracle':<{width}}"] + [f"{o:>{max(len(o), 5)}}" for o in RULE_OUTCOMES]))
+    for target, rule, row in rows:
+        cells = [f"{row.get(o, 0):>{max(len(o), 5)}}" for o in RULE_OUTCOMES]
+        lines.append(" ".join([f"{target + ' ' + rule:<{width}}", *cells]))
+    return lines
+
+
 @dataclass
 class RunSummary:
     run_id: int
@@ -144,6 +162,8 @@ class RunSummary:
     # the run's reproducers re-run on their own (VerificationSummary.to_json()); None: not verified
     reproduction: dict[str, Any] | None = None
     reproduction_lines: list[str] = field(default_factory=list)
+    # target -> rule -> outcome -> count (the run's metamorphic/differential rules; empty: none)
+    rule_counts: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
     def render(self, store_path: str) -> str:
         lines = [
@@ -157,6 +177,7 @@ class RunSummary:
             lines.append(
                 " ".join([f"{target:<{width}}"] + [f"{row.get(o, 0):>{max(len(o), 5)}}" for o in outcomes])
             )
+        lines.extend(render_rule_counts(self.rule_counts))
         if self.new_signatures:
             lines.append(f"new bug signatures ({len(self.new_signatures)}):")
             lines.extend(f"  {s}" for s in self.new_signatures)
@@ -272,6 +293,7 @@ def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
         log_dir=str(base / "logs" / f"run-{run_id}"),
         torch_tensor_args=config.torch_tensor_args,
         onnx_data_inputs=config.onnx_data_inputs,
+        rules=tuple(config.rules),
     )
 
 
@@ -485,6 +507,7 @@ def _execute(
         run_id=run_id,
         status=status,
         counts=store.outcome_counts(run_id),
+        rule_counts=store.rule_counts(run_id),
         new_signatures=new_signatures,
         planned=planned_count,
         ran_now=ran_now,

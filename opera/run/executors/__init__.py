@@ -52,6 +52,9 @@ class WorkerSettings:
     # ONNX integer/bool data operands: "runtime" graph inputs or "constants" (initializers, which a
     # frontend may fold away at conversion); see opera/run/targets/_onnx_prep.py
     onnx_data_inputs: str = "runtime"
+    # metamorphic / differential rules run after each test's own verdict (opera.run.rules); ():
+    # the reference oracle only
+    rules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ __all__ = [
     "TARGETS",
     "ArtifactError",
     "HarnessError",
+    "NotApplicable",
     "Target",
     "all_targets",
     "get_target",
@@ -58,6 +59,12 @@ class HarnessError(Exception):
     Raised (chained to the original exception) by ``harness_step``. The runner records the test as
     ``harness-error``: Opera's defect, listed on its own and never signed as a compiler crash.
     """
+
+
+class NotApplicable(Exception):
+    """A metamorphic or differential rule does not apply here (``opera.run.rules``): the target has
+    no such variant, the instance has no batch dimension, the other path cannot take the model.
+    The message is the reason; recorded as ``not-applicable``, never as a failure."""
 
 
 @contextmanager
@@ -93,7 +100,9 @@ class Target(abc.ABC):
     - ``reproducer_steps(built)``: the artifact, inputs and code a standalone reproducer runs
       (``opera.reproduce.steps`` has the building blocks); None: no reproducer;
     - ``unimplemented_feature(built)``: a feature the frontend's own code shows it does not
-      implement (a failure on it is ``unsupported``, not a bug).
+      implement (a failure on it is ``unsupported``, not a bug);
+    - ``compile_variant(converted, variant)``: the converted model compiled another way that must
+      compute the same outputs (the metamorphic rules of ``opera.run.rules``: ``optlevel``, ``reload``).
     """
 
     name: str = ""  # e.g. "tvm-onnx"
@@ -156,6 +165,13 @@ class Target(abc.ABC):
         (e.g. an attribute its converter never reads), or None. A crash or a wrong result on such a
         model is a coverage gap (``unsupported``, with this reason), not a bug."""
         return None
+
+    def compile_variant(self, converted: Any, variant: str) -> Any:
+        """``converted`` compiled another way that must give the outputs ``compile`` gives, for
+        ``run``: ``"optlevel"`` (the compiler's optimizations off, or at their lowest level) or
+        ``"reload"`` (the converted model serialized, read back, then compiled). Raise
+        ``NotApplicable`` (with the reason) where the target has no such way; the default has none."""
+        raise NotApplicable(f"{self.name} has no '{variant}' variant")
 
     @classmethod
     def declared_unsupported_patterns(cls) -> tuple[str, ...]:

@@ -87,6 +87,10 @@ def prepare_built(built: object) -> PreparedOnnx:
     """``prepare_onnx`` of a built single-op model, in the form the run asked for
     (``built.details["data_inputs"]``, set by the ONNX template)."""
     details = getattr(built, "details", {}) or {}
+    if details.get("data_inputs") == "all-runtime":  # a whole model's inputs (a torch.onnx export): none frozen
+        names = list(built.input_names or graph_input_names(built.model))  # type: ignore[attr-defined]
+        shapes = {n: tuple(np.shape(x)) for n, x in zip(names, built.inputs, strict=True)}  # type: ignore[attr-defined]
+        return PreparedOnnx(built.model, names, list(range(len(names))), shapes)  # type: ignore[attr-defined]
     return prepare_onnx(
         built.model,  # type: ignore[attr-defined]
         built.inputs,  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ import numpy as np
 
 from opera.outputs import flatten_outputs
 from opera.reproduce.steps import EAGER_LOAD, TORCH_LOAD, ReproducerSteps, eager_call, exported_program
-from opera.run.targets import Target, harness_step, register_target
+from opera.run.targets import NotApplicable, Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, torch_inputs
 from opera.run.targets._inductor_io import inductor_graph_caches_off, inductor_to_numpy
 from opera.templates import SingleOpModel
@@ -136,6 +136,24 @@ class InductorTarget(Target):
         fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)
         return CompiledCall(fn, args, self.device)
 
+    def compile_variant(self, converted: CompiledCall, variant: str) -> CompiledCall:
+        """``optlevel``: the same call compiled again with Inductor's optimizations off
+        (``UNOPTIMIZED_OPTIONS``: scalar C++ loops, no fusion, no pattern rewrites). ``reload`` does
+        not apply: a ``torch.compile``d function has no serialized form (AOTInductor packages are
+        another compiler entry point)."""
+        import torch
+
+        if variant == "reload":
+            raise NotApplicable("torch.compile has no serialized form to reload (AOTInductor is not this target)")
+        if variant != "optlevel":
+            return super().compile_variant(converted, variant)
+        torch._dynamo.reset()
+        model = converted.fn._orig_mod if hasattr(converted.fn, "_orig_mod") else None
+        if model is None:
+            raise NotApplicable("the compiled call does not expose its original function")
+        fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False, options=dict(UNOPTIMIZED_OPTIONS))
+        return self.compile(CompiledCall(fn, converted.example_inputs, converted.device))
+
     def compile(self, converted: CompiledCall) -> CompiledCall:
         import torch
 
@@ -152,6 +170,16 @@ class InductorTarget(Target):
         with torch.no_grad():
             result = compiled.fn(*args)
         return flatten_outputs(result, to_numpy=inductor_to_numpy)
+
+
+# The ``optlevel`` variant's Inductor options: no vectorization (one lane), no fusion of kernels or
+# epilogues, no pattern-matcher rewrites: plain loops per operation, which must compute the same.
+UNOPTIMIZED_OPTIONS: dict[str, Any] = {
+    "cpp.simdlen": 1,
+    "max_fusion_size": 1,
+    "epilogue_fusion": False,
+    "pattern_matcher": False,
+}
 
 
 # Environment variables with which torch forces a graph cache on, over ``inductor_graph_caches_off``.

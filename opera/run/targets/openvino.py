@@ -45,6 +45,9 @@ from opera.templates import SingleOpModel
 __all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "InterfaceError"]
 
 COMPILE_CONFIG: dict[str, str] = {"INFERENCE_PRECISION_HINT": "f32"}
+# The ``optlevel`` variant: the CPU plugin without its code-generating subgraph fusion (snippets) and
+# in its accuracy execution mode (no precision-lowering transformations).
+UNOPTIMIZED_CONFIG: dict[str, str] = {**COMPILE_CONFIG, "SNIPPETS_MODE": "DISABLE", "EXECUTION_MODE_HINT": "ACCURACY"}
 
 _core: Any = None
 
@@ -100,6 +103,30 @@ class _OvTarget(Target):
     def compile(self, converted: OvModel) -> OvModel:
         compiled = _ov_core().compile_model(converted.model, "CPU", COMPILE_CONFIG)
         return dataclasses.replace(converted, model=compiled)
+
+    def compile_variant(self, converted: OvModel, variant: str) -> OvModel:
+        """``optlevel``: compiled with ``UNOPTIMIZED_CONFIG``; ``reload``: the converted model
+        written as OpenVINO IR (``save_model``, weights kept in full precision) and read back
+        (``read_model``), then compiled as by default. A read-back model whose parameters or
+        results lost their names has changed the interface (an ``InterfaceError`` at run)."""
+        if variant == "optlevel":
+            compiled = _ov_core().compile_model(converted.model, "CPU", UNOPTIMIZED_CONFIG)
+            return dataclasses.replace(converted, model=compiled)
+        if variant != "reload":
+            return super().compile_variant(converted, variant)
+        import openvino as ov
+
+        with tempfile.TemporaryDirectory(prefix="opera-ov-reload-") as tmp:
+            path = os.path.join(tmp, "model.xml")
+            ov.save_model(converted.model, path, compress_to_fp16=False)
+            model = _ov_core().read_model(path)
+            compiled = _ov_core().compile_model(model, "CPU", COMPILE_CONFIG)
+        before = [sorted(p.get_names()) for p in converted.model.inputs]
+        after = [sorted(p.get_names()) for p in model.inputs]
+        error = converted.interface_error
+        if error is None and before != after:
+            error = f"the reloaded model's parameters are {after}, the converted model's {before}"
+        return dataclasses.replace(converted, model=compiled, interface_error=error)
 
     def run(self, compiled: OvModel, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if compiled.interface_error is not None:

@@ -12,6 +12,8 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
   exception matched by ``opera/verdict/unsupported.toml``) or ``harness`` (an exception in the target's own
   input preparation / output decoding, inside ``harness_step``: ``harness-error``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
+- ``test-variants``: correct by default, with broken variants for the metamorphic rules
+  (``opera.run.rules``): its ``optlevel`` build is off by one, its ``reload`` raises.
 - ``test-drift``: a compiler whose behaviour changes between runs, for the nightly comparison
   tests. ``OPERA_TEST_DRIFT`` names a JSON file ``{"version": "2", "behaviour": {"<source.test>":
   "<kind>"}}``; kind ``pass``, ``wrong`` (outputs +1: ``inconsistent``), ``raise`` (RuntimeError:
@@ -33,7 +35,7 @@ import numpy as np
 from opera.run.targets import Target, harness_step, register_target
 from opera.templates import SingleOpModel
 
-__all__ = ["FaultNotSupported", "TestDriftTarget", "TestFaultsTarget", "TestWrongTarget", "fault_of"]
+__all__ = ["FaultNotSupported", "TestDriftTarget", "TestFaultsTarget", "TestVariantsTarget", "TestWrongTarget", "fault_of"]
 
 
 class FaultNotSupported(Exception):
@@ -105,6 +107,28 @@ class TestWrongTarget(_OrtTarget):
         artifact, inputs, code = super().reproducer_steps(built)
         code += "# the deliberate bug of the test-wrong target:\noutputs = [~o if o.dtype == np.bool_ else (o + np.ones((), o.dtype)).astype(o.dtype) for o in outputs]\n"
         return artifact, inputs, code
+
+
+@register_target
+class TestVariantsTarget(_OrtTarget):
+    """onnxruntime, correct; its ``optlevel`` variant adds one to every output (a wrong optimizing
+    build), its ``reload`` variant raises: the rules must report both, the test itself passes."""
+
+    __test__ = False
+    name = "test-variants"
+
+    def compile_variant(self, converted: _OrtSession, variant: str) -> _OrtSession:
+        if variant == "reload":
+            raise RuntimeError("injected failure reading the saved model back")
+        if variant != "optlevel":
+            return super().compile_variant(converted, variant)
+        compiled = self.compile(_OrtSession(converted.model_bytes, converted.input_names))
+        compiled.wrong = True  # type: ignore[attr-defined]
+        return compiled
+
+    def run(self, compiled: _OrtSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        outputs = super().run(compiled, inputs)
+        return [_off_by_one(o) for o in outputs] if getattr(compiled, "wrong", False) else outputs
 
 
 def fault_of(built: SingleOpModel) -> tuple[str | None, str]:

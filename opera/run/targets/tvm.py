@@ -92,6 +92,44 @@ class TvmExecutable:
         ]
 
 
+def _unoptimized_pipeline() -> Any:
+    """TVM's CPU Relax pipeline (``tvm.relax.backend.cpu_generic.get_default_pipeline``) without the
+    passes that optimize: constant folding and operator fusion (``FoldConstant``, ``FuseOps``,
+    ``FuseTIR``). What is left only legalizes and lowers, so both builds must compute the same."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    target = tvm.target.Target("llvm")
+
+    @tvm.transform.module_pass(opt_level=0)
+    def _pipeline(mod: Any, _ctx: Any) -> Any:
+        with target:
+            passes = (
+                cpu.library_dispatch_passes(target)
+                + [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern()]
+                + cpu.dataflow_lower_passes(target)
+                + cpu.finalize_passes(target)
+            )
+            return tvm.transform.Sequential(passes)(mod)
+
+    return _pipeline
+
+
+def _exported_and_loaded(mod: Any) -> Any:
+    """The default build of ``mod`` written as a shared library and loaded back (TVM's deployment
+    path); the file can go once loaded."""
+    import tempfile
+
+    import tvm
+
+    executable = tvm.compile(mod, target="llvm")
+    with tempfile.TemporaryDirectory(prefix="opera-tvm-reload-") as tmp:
+        path = f"{tmp}/model.so"
+        executable.export_library(path)
+        return tvm.runtime.load_module(path)
+
+
 class _TvmTarget(Target):
     compiler = "tvm"
     issue_tracker = "https://github.com/apache/tvm/issues"
@@ -185,6 +223,33 @@ class _TvmTarget(Target):
             return None
         module = TvmModule(mod, converted.input_indices, converted.output_order, dict(converted.extra))
         return executable, module
+
+    def compile_variant(self, converted: TvmModule, variant: str) -> TvmExecutable:
+        """``optlevel``: the CPU pipeline without its optimizing passes (no FoldConstant, FuseOps,
+        FuseTIR; TIR at ``opt_level=0``); ``reload``: the default build exported as a shared library
+        (``export_library``), loaded back (``tvm.runtime.load_module``) and run from there. Where the
+        default compile needed the layout fallback, the variant compiles the converted layouts too."""
+        import tvm
+        from tvm import relax
+
+        if variant == "optlevel":
+            def build(mod: Any) -> Any:
+                with tvm.transform.PassContext(opt_level=0):
+                    return tvm.compile(mod, target="llvm", relax_pipeline=_unoptimized_pipeline())
+        elif variant == "reload":
+            build = _exported_and_loaded
+        else:
+            return super().compile_variant(converted, variant)
+        try:
+            return TvmExecutable(relax.VirtualMachine(build(converted.mod), tvm.cpu()), converted, pipeline=variant)
+        except Exception:
+            if not self._layout_fallback:
+                raise
+            mod = legalizable_layouts(converted.mod)
+            if mod is converted.mod:
+                raise
+            module = TvmModule(mod, converted.input_indices, converted.output_order, dict(converted.extra))
+            return TvmExecutable(relax.VirtualMachine(build(mod), tvm.cpu()), module, pipeline=variant)
 
     def run(self, compiled: TvmExecutable, inputs: list[np.ndarray]) -> list[np.ndarray]:
         import tvm

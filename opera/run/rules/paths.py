@@ -1,0 +1,114 @@
+"""``paths``: two frontends of one compiler must agree on one model (Isra's and issue 14's
+differential oracle: no reference needed).
+
+A torch instance reaches a compiler through its torch frontend (``tvm-torch``, ``ov-torch``: the
+program ``torch.export`` gives) and, exported by torch itself (``torch.onnx.export`` of the same
+program), through the compiler's ONNX frontend (``tvm-onnx``, ``ov-onnx``). The exported model must
+first compute the torch reference on onnxruntime: where it does not, the export is not the same
+computation and the rule does not apply. Then, when both frontends accept the model, their outputs
+must agree; the result says which one the library's reference agrees with. A crash of the ONNX
+frontend on the exported model (which onnxruntime runs) is a finding of this rule too, unless the
+ONNX target says, in its own words, that it does not implement it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import numpy as np
+
+from opera.run.rules import RULES, Rule, RuleContext, RuleResult
+from opera.verdict.judge import first_lines, traceback_text
+from opera.verdict.signature import target_crash_signature
+
+# The compiler -> the name of its ONNX target.
+ONNX_TARGET = {"tvm": "tvm-onnx", "openvino": "ov-onnx"}
+
+
+def export_onnx(built: Any) -> Any:
+    """The torch model of ``built`` as an ONNX ``ModelProto``: ``torch.onnx.export`` (the dynamo
+    exporter) of the same ``torch.export`` program the torch targets convert."""
+    import torch
+
+    from opera.run.targets._artifacts import export_torch
+
+    program = export_torch(built)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        exported = torch.onnx.export(program, (), dynamo=True, verbose=False)
+    if exported is None:
+        raise ValueError("torch.onnx.export returned no program")
+    return exported.model_proto
+
+
+@RULES.register("paths")
+class PathsRule(Rule):
+    name = "paths"
+    summary = "a torch model through the compiler's ONNX frontend (torch.onnx export) agrees with its torch frontend"
+
+    def check(self, ctx: RuleContext) -> RuleResult:
+        from opera.run.targets import NotApplicable, get_target
+        from opera.run.targets._onnx_prep import graph_input_names
+        from opera.templates import SingleOpModel, get_template
+
+        if ctx.built.instance.library != "torch":
+            raise NotApplicable(f"only torch instances have a second path (this is {ctx.built.instance.library})")
+        other_name = ONNX_TARGET.get(ctx.target.compiler)
+        if other_name is None:
+            raise NotApplicable(f"{ctx.target.compiler} has no ONNX frontend target")
+        if not all(isinstance(x, np.ndarray) for x in ctx.inputs):
+            raise NotApplicable("a model input is not a tensor")
+        try:
+            proto = export_onnx(ctx.built)
+        except Exception as exc:
+            raise NotApplicable(f"torch.onnx.export rejects the model: {type(exc).__name__}: {exc}"[:400]) from None
+        names = graph_input_names(proto)
+        if len(names) != len(ctx.inputs):
+            raise NotApplicable(f"the exported model has inputs {names} for {len(ctx.inputs)} torch inputs")
+        onnx_built = SingleOpModel(
+            ctx.built.instance, proto, ctx.fresh_inputs(), list(names), {"data_inputs": "all-runtime", "exported": "torch.onnx"}
+        )
+        try:
+            onnx_reference = get_template("onnx").reference(onnx_built)
+        except Exception as exc:
+            raise NotApplicable(f"onnxruntime cannot run the exported model: {type(exc).__name__}: {exc}"[:400]) from None
+        export_check = ctx.compare(ctx.reference, onnx_reference)
+        if not export_check.consistent:
+            raise NotApplicable(f"the exported model does not compute torch's reference on onnxruntime: {export_check.reason}"[:400])
+
+        other = get_target(other_name)
+        reason = other.availability()
+        if reason is not None:
+            raise NotApplicable(f"{other_name} is not available: {reason}")
+        onnx_built.inputs = ctx.fresh_inputs()
+        try:
+            outputs = other.run(other.compile(other.convert(onnx_built)), ctx.fresh_inputs())
+        except Exception as exc:
+            return self._onnx_crash(ctx, other, exc)
+        comparison = ctx.compare(ctx.outputs, outputs)
+        if comparison.consistent:
+            return self.passed(comparison, f"{ctx.target_name} and {other_name} agree")
+        torch_ok = ctx.compare(ctx.reference, ctx.outputs).consistent
+        onnx_ok = ctx.compare(ctx.reference, outputs).consistent
+        agrees = ctx.target_name if torch_ok and not onnx_ok else other_name if onnx_ok and not torch_ok else "neither"
+        return self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
+
+    def _onnx_crash(self, ctx: RuleContext, other: Any, exc: BaseException) -> RuleResult:
+        from opera.run.targets import HarnessError
+
+        if isinstance(exc, HarnessError):
+            raise exc
+        if isinstance(exc, Exception) and ctx.unsupported.match(exc, other.name, other.compiler) is not None:
+            return RuleResult(self.name, "unsupported", message=first_lines(f"{other.name}: {exc}", 2000))
+        _, _, rest = target_crash_signature(exc, other.name, other).split(":", 2)
+        return RuleResult(
+            self.name,
+            "crash",
+            signature=f"crash:{ctx.target_name}:rule={self.name}:{other.name}:{rest}",
+            message=first_lines(
+                f"{other.name} failed on the torch.onnx export that onnxruntime runs and {ctx.target_name} "
+                f"converts\n{traceback_text(exc)}",
+                4000,
+            ),
+        )

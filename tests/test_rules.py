@@ -1,0 +1,158 @@
+"""Oracles beside the reference (opera.run.rules, issue 14): optlevel, reload, batch, paths.
+
+The runner and the store are checked on the test-only ``test-variants`` target (its optimizing
+variant is off by one, its reload raises); each rule on the real compilers, on small real
+instances: the rule applies where it should and passes on correct builds, says why where it does
+not apply, and reports a broken variant with the rule in its signature.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _run_fixtures import add, relus, write
+
+from opera.cli import main
+from opera.model import InstanceKind, OperatorInstance, Source
+from opera.outcomes import Outcome
+from opera.run.execution import WorkerState, _execute_test
+from opera.run.executors import TestTask, WorkerSettings
+from opera.run.rules import parse_oracles, rule_names
+from opera.store import ResultStore
+
+ONNX_EXTRA = {"domain": "", "n_outputs": 1, "opset": 17}
+
+
+def _onnx(op: str, *inputs: np.ndarray, **attrs: object) -> OperatorInstance:
+    return OperatorInstance(
+        library="onnx",
+        api=f"onnx::{op}",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=tuple(inputs),
+        kwargs=dict(attrs),
+        extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test=op),
+    )
+
+
+def _torch_relu(x: np.ndarray) -> OperatorInstance:
+    return OperatorInstance(
+        library="torch",
+        api="torch.nn.functional.relu",
+        kind=InstanceKind.FUNCTION,
+        args=(x,),
+        source=Source(suite="opera-tests", test="relu"),
+    )
+
+
+def _rules_of(inst: OperatorInstance, target: str, rules: tuple[str, ...]) -> tuple[Outcome, dict[str, dict]]:
+    state = WorkerState(WorkerSettings(rules=rules))
+    result, _ = _execute_test(TestTask(0, inst, target), state, lambda stage: None)
+    return result.outcome, result.extra.get("rules", {})
+
+
+# ---- choosing oracles ------------------------------------------------------------------------
+
+
+def test_oracle_names_parse_and_unknown_ones_are_refused() -> None:
+    assert {"optlevel", "reload", "batch", "paths"} <= set(rule_names())
+    assert parse_oracles("reference") == ()
+    assert parse_oracles("reference,reload, optlevel,reload") == ("reload", "optlevel")
+    assert set(parse_oracles("all")) == set(rule_names())
+    with pytest.raises(ValueError, match="unknown oracle 'nope'.*known: reference"):
+        parse_oracles("optlevel,nope")
+
+
+def test_run_refuses_an_unknown_oracle(tmp_path, capsys) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(1))
+    code = main(["run", str(corpus), "-t", "test-wrong", "--store", str(tmp_path / "s.db"), "--oracle", "speed", "-q"])
+    assert code == 2 and "--oracle: unknown oracle 'speed'" in capsys.readouterr().err
+
+
+# ---- the runner and the store, on a fault-injecting target ----------------------------------
+
+
+def test_rule_outcomes_are_stored_and_failing_rules_are_bugs_of_their_own(tmp_path, capsys) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(3) + [add((3, 4), (3, 4))])
+    store = tmp_path / "s.db"
+    args = ["run", str(corpus), "-t", "test-variants", "-t", "test-wrong", "--store", str(store), "--workers", "1"]
+    assert main([*args, "--oracle", "reference,optlevel,reload,batch", "-q", "--no-verify"]) == 0
+    out = capsys.readouterr().out
+    assert "oracles beside the reference (per test):" in out and "test-variants optlevel" in out
+    with ResultStore(store) as s:
+        # the tests themselves: test-variants is correct, test-wrong is off by one
+        assert s.outcome_counts(1) == {"test-variants": {"pass": 4}, "test-wrong": {"inconsistent": 4}}
+        counts = s.rule_counts(1)
+        assert counts["test-variants"]["optlevel"] == {"inconsistent": 4}
+        assert counts["test-variants"]["reload"] == {"crash": 4}
+        assert counts["test-wrong"]["optlevel"] == {"not-applicable": 4}  # it has no such variant
+        # onnxruntime is per element on the Relus (2 rows) and on Add (both operands sliced)
+        assert counts["test-variants"]["batch"] == {"pass": 4}
+        records = [r for r in s.rule_results(1) if r.target == "test-variants" and r.rule == "optlevel"]
+        assert all(r.distance == pytest.approx(1.0) for r in records) and "the default pipeline" in records[0].message
+        signatures = {b.signature: b for b in s.bugs(1)}
+        optlevel = [sig for sig in signatures if sig.startswith("inconsistent:test-variants:rule=optlevel:")]
+        reload = [sig for sig in signatures if sig.startswith("crash:test-variants:rule=reload:")]
+        assert len(optlevel) == 2 and len(reload) == 1  # per operator (Relu, Add); one crash site
+        assert signatures[reload[0]].count == 4 and signatures[reload[0]].outcome is Outcome.CRASH
+        assert not [sig for sig in signatures if sig.startswith("inconsistent:test-variants:onnx")]
+
+
+def test_without_oracles_no_rule_runs(tmp_path) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(2))
+    store = tmp_path / "s.db"
+    assert main(["run", str(corpus), "-t", "test-variants", "--store", str(store), "-q", "--no-verify"]) == 0
+    with ResultStore(store) as s:
+        assert s.rule_counts(1) == {} and s.bugs(1) == []
+
+
+# ---- each rule on the real compilers ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["tvm-onnx", "ov-onnx"])
+def test_optlevel_and_reload_agree_with_the_default_build_on_real_compilers(target: str) -> None:
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    outcome, rules = _rules_of(_onnx("Softmax", x, axis=1), target, ("optlevel", "reload"))
+    assert outcome is Outcome.PASS
+    assert rules["optlevel"]["outcome"] == "pass" and rules["reload"]["outcome"] == "pass"
+    assert rules["optlevel"]["distance"] <= 1e-6
+
+
+def test_batch_applies_where_the_library_is_per_element_and_says_why_not_elsewhere() -> None:
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    _, per_row = _rules_of(_onnx("Softmax", x, axis=1), "tvm-onnx", ("batch",))
+    assert per_row["batch"]["outcome"] == "pass" and per_row["batch"]["message"] == "slices 0 and 3 of 4"
+    # a softmax across the batch axis is not per element: the library itself says so
+    _, across = _rules_of(_onnx("Softmax", x, axis=0), "tvm-onnx", ("batch",))
+    assert across["batch"]["outcome"] == "not-applicable"
+    assert "the library's output on slice 0 is not row 0" in across["batch"]["message"]
+    _, single = _rules_of(_onnx("Relu", x[:1]), "tvm-onnx", ("batch",))
+    assert single["batch"]["outcome"] == "not-applicable" and "no batch axis" in single["batch"]["message"]
+
+
+@pytest.mark.parametrize("target", ["tvm-torch", "ov-torch"])
+def test_paths_runs_the_torch_onnx_export_through_the_compilers_onnx_frontend(target: str) -> None:
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    outcome, rules = _rules_of(_torch_relu(x), target, ("paths",))
+    assert outcome is Outcome.PASS
+    assert rules["paths"]["outcome"] == "pass" and "-onnx agree" in rules["paths"]["message"]
+
+
+def test_paths_keeps_integer_model_inputs_as_inputs() -> None:
+    """An int64 operand of the exported model stays a graph input (frozen into an initializer,
+    OpenVINO folded an empty one into a scalar: a disagreement of the harness's making)."""
+    empty = np.zeros((1, 0, 3), np.int64)
+    inst = OperatorInstance(
+        library="torch", api="torch.acos", kind=InstanceKind.FUNCTION, args=(empty,), source=Source(suite="opera-tests", test="acos")
+    )
+    _, rules = _rules_of(inst, "ov-torch", ("paths",))
+    assert rules["paths"]["outcome"] == "pass", rules["paths"]
+
+
+def test_rules_that_do_not_apply_say_why() -> None:
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    _, rules = _rules_of(_torch_relu(x), "inductor-torch", ("paths", "reload"))
+    assert rules["paths"] == {**rules["paths"], "outcome": "not-applicable", "message": "inductor has no ONNX frontend target"}
+    assert rules["reload"]["outcome"] == "not-applicable" and "no serialized form" in rules["reload"]["message"]
+    _, onnx_rules = _rules_of(_onnx("Relu", x), "tvm-onnx", ("paths",))
+    assert onnx_rules["paths"]["outcome"] == "not-applicable" and "only torch instances" in onnx_rules["paths"]["message"]
