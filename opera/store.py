@@ -613,12 +613,13 @@ class ResultStore:
         )
         return [RuleRecord(*row) for row in rows]
 
-    def rule_counts(self, run_id: int) -> dict[str, dict[str, dict[str, int]]]:
-        """target -> rule -> outcome -> count for one run (empty: no rule ran)."""
+    def rule_counts(self, run_id: int | None) -> dict[str, dict[str, dict[str, int]]]:
+        """target -> rule -> outcome -> count for one run, or every run (None); empty: no rule ran."""
+        where, params = ("WHERE run=?", (run_id,)) if run_id is not None else ("", ())
         counts: dict[str, dict[str, dict[str, int]]] = {}
         for target, rule, outcome, n in self._db.execute(
-            "SELECT target, rule, outcome, COUNT(*) FROM rule_results WHERE run=? GROUP BY target, rule, outcome",
-            (run_id,),
+            f"SELECT target, rule, outcome, COUNT(*) FROM rule_results {where} GROUP BY target, rule, outcome",
+            params,
         ):
             counts.setdefault(target, {}).setdefault(rule, {})[outcome] = n
         return counts

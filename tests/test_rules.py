@@ -156,3 +156,19 @@ def test_rules_that_do_not_apply_say_why() -> None:
     assert rules["reload"]["outcome"] == "not-applicable" and "no serialized form" in rules["reload"]["message"]
     _, onnx_rules = _rules_of(_onnx("Relu", x), "tvm-onnx", ("paths",))
     assert onnx_rules["paths"]["outcome"] == "not-applicable" and "only torch instances" in onnx_rules["paths"]["message"]
+
+
+def test_nightly_and_bugs_show_what_each_oracle_found(tmp_path, capsys) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(2))
+    store = tmp_path / "s.db"
+    code = main(
+        ["nightly", str(corpus), "-t", "test-variants", "--store", str(store), "--budget", "5m", "--oracle", "optlevel,reload"]
+    )
+    text = capsys.readouterr().out
+    assert code == 0, text  # the tests pass; rule findings are listed, not counted as new failures
+    assert "oracles: optlevel 2 failing of 2, reload 2 failing of 2; 2 signature(s) from them" in text
+    page = next((store.parent / "s.db.d" / "nightly").glob("*/report.html")).read_text()
+    assert '<table id="oracles">' in page and "rule=optlevel" in page and "rule=reload" in page
+    assert main(["bugs", "--store", str(store)]) == 0
+    listing = capsys.readouterr().out
+    assert "by oracle: optlevel 1, reload 1" in listing and "test-variants optlevel" in listing

@@ -15,10 +15,12 @@ import functools
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from opera.errors import OperaError
+from opera.run.runner import render_rule_counts
 from opera.store import BugRecord, ResultStore
 from opera.triage.ledger import Entry, Ledger, add_ledger_argument, resolve_ledger
 
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             interrupted = _verify(store, args, run_record)
         bugs = store.bugs(args.run)
         harness = _harness_errors(store, args.run)
+        rule_counts = store.rule_counts(args.run)
     ledger = _for_targets(ledger, {b.target for b in bugs})
     from opera.reproduce.verify import summarize
 
@@ -148,6 +151,11 @@ def run(args: argparse.Namespace) -> int:
     if summary.verified or summary.unverified:
         line += f"; {summary.headline()}"
     print(line)
+    by_oracle = Counter(oracle_of(b.signature) for b in bugs)
+    if set(by_oracle) != {"reference"}:
+        print("by oracle: " + ", ".join(f"{name} {n}" for name, n in sorted(by_oracle.items())))
+    for text in render_rule_counts(rule_counts):
+        print(text)
     if summary.unverified:
         where = f" --run {args.run}" if args.run is not None else ""
         print(f"verify the rest with: opera bugs --store {args.store}{where} --verify-pending")
@@ -156,6 +164,12 @@ def run(args: argparse.Namespace) -> int:
         print("verification interrupted: the verdicts shown are the ones stored")
         return 130
     return 0
+
+
+def oracle_of(signature: str) -> str:
+    """The oracle a bug signature comes from: a rule's name (``...:rule=<name>:...``) or ``reference``."""
+    parts = signature.split(":")
+    return next((p.removeprefix("rule=") for p in parts[2:3] if p.startswith("rule=")), "reference")
 
 
 def _for_targets(ledger: Ledger | None, targets: set[str]) -> Ledger | None:

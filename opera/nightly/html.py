@@ -109,6 +109,37 @@ def _summary_table(outcome: NightlyOutcome) -> str:
     return f'<table id="summary">{head}{"".join(rows)}</table>'
 
 
+def _rules_section(outcome: NightlyOutcome) -> str:
+    """Per target and rule (``--oracle``): outcome counts, then the signatures the rules found."""
+    from opera.run.rules import RULE_OUTCOMES
+
+    rows = [
+        f"<tr><td>{_e(night.target)}</td><td>{_e(rule)}</td>"
+        + "".join(f"<td class=n>{counts.get(o, 0)}</td>" for o in RULE_OUTCOMES)
+        + "</tr>"
+        for night in outcome.nights
+        for rule, counts in sorted(night.rule_counts.items())
+    ]
+    if not rows:
+        return '<p class="muted">none ran tonight (<code>--oracle</code> names them)</p>'
+    head = "<tr><th>target</th><th>oracle</th>" + "".join(f"<th>{_e(o)}</th>" for o in RULE_OUTCOMES) + "</tr>"
+    found = [
+        f"<tr><td>{_e(b.target)}</td><td class=n>{b.count}</td><td><code>{_e(b.signature)}</code></td>"
+        f"<td><code>{_e(b.example_instance)}</code> ({_e(b.example_api)})</td></tr>"
+        for night in outcome.nights
+        for b in night.rule_bugs()
+    ]
+    table = f'<table id="oracles">{head}{"".join(rows)}</table>'
+    if not found:
+        return table + '<p class="muted">no rule failed tonight</p>'
+    return (
+        table
+        + '<table id="oracle-findings"><tr><th>target</th><th>tests</th><th>signature</th><th>example</th></tr>'
+        + "".join(found)
+        + "</table>"
+    )
+
+
 def _changes_table(outcome: NightlyOutcome) -> str:
     kinds = list(ChangeKind)
     known = "<th>known (ledger)</th>" if outcome.ledger else ""  # new failures the ledger knows
@@ -416,6 +447,8 @@ def write_html(outcome: NightlyOutcome, path: str | Path) -> Path:
         _change_table(
             "still-failing", outcome.changes(ChangeKind.STILL_FAILING), base, bug_of=outcome.reproducer_status
         ),
+        "<h2>Oracles beside the reference</h2>",
+        _rules_section(outcome),
         "<h2>Reproducers</h2>",
         _reproducers_section(outcome, base),
         "<h2>Opera's own defects (harness errors)</h2>",

@@ -81,6 +81,12 @@ class TargetNight:
     # the run's signatures, with their reproducers' verdicts when re-run on their own
     bugs: list[BugRecord] = field(default_factory=list)
     known: KnownTonight | None = None  # against the ledger (None: no ledger, or none of its entries is of this target)
+    # the oracles beside the reference (``--oracle``): rule -> outcome -> count; empty: none ran
+    rule_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def rule_bugs(self) -> list[BugRecord]:
+        """Tonight's signatures that a rule (not the reference) found."""
+        return [b for b in self.bugs if ":rule=" in b.signature]
 
     def reproduction_headline(self) -> str | None:
         """``N of M reproducers reproduce ...`` for the run's signatures; None when it has none."""
@@ -325,7 +331,16 @@ def run_nightly(
             _, planned, replayed, seconds = orders[target]
             nights.append(
                 TargetNight(
-                    target, record, results, comparison, share, planned, replayed, seconds, store.bugs(run_id)
+                    target,
+                    record,
+                    results,
+                    comparison,
+                    share,
+                    planned,
+                    replayed,
+                    seconds,
+                    store.bugs(run_id),
+                    rule_counts=store.rule_counts(run_id).get(target, {}),
                 )
             )
     outcome = NightlyOutcome(
@@ -468,6 +483,13 @@ def render_text(outcome: NightlyOutcome) -> str:
         if len(groups) > _TEXT_GROUPS:
             lines.append(f"  ... {len(groups) - _TEXT_GROUPS} more groups (see the HTML report)")
         lines += _known_lines(night)
+        if night.rule_counts:
+            failed = {r: c.get("inconsistent", 0) + c.get("crash", 0) for r, c in sorted(night.rule_counts.items())}
+            lines.append(
+                "  oracles: "
+                + ", ".join(f"{r} {n} failing of {sum(night.rule_counts[r].values())}" for r, n in failed.items())
+                + f"; {len(night.rule_bugs())} signature(s) from them"
+            )
         for kind in (ChangeKind.NEWLY_UNSUPPORTED, ChangeKind.NOW_SUPPORTED):
             ops = cmp.operators(kind)
             if ops:

@@ -76,6 +76,12 @@ class BatchRule(Rule):
         if not outputs or any(o.ndim == 0 or o.shape[0] != batch for o in outputs):
             shapes = [list(o.shape) for o in outputs]
             raise NotApplicable(f"not every output has the batch ({batch}) as its first axis: {shapes}")
+        produced = [np.asarray(o) for o in ctx.outputs]
+        if len(produced) != len(outputs) or any(o.ndim == 0 or o.shape[0] != batch for o in produced):
+            raise NotApplicable(
+                f"the default build's outputs do not have the batch as their first axis: {[list(o.shape) for o in produced]} "
+                "(the reference oracle judges that)"
+            )
         checked = []
         for index in (0, batch - 1):
             built, reference = self._per_element_slice(ctx, first, index)
