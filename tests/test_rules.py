@@ -172,3 +172,64 @@ def test_nightly_and_bugs_show_what_each_oracle_found(tmp_path, capsys) -> None:
     assert main(["bugs", "--store", str(store)]) == 0
     listing = capsys.readouterr().out
     assert "by oracle: optlevel 1, reload 1" in listing and "test-variants optlevel" in listing
+
+
+def test_compilers_outvote_a_wrong_one_where_the_library_is_no_judge() -> None:
+    """A test whose references disagree (unstable-reference): the real ONNX compilers and the two
+    references of the library vote; the deliberately wrong test-wrong target is the outlier."""
+    from opera.run.rules import RuleContext, run_rules
+    from opera.run.targets import get_target
+    from opera.templates import get_template
+    from opera.verdict.oracles import load_oracle_config
+    from opera.verdict.unsupported import load_unsupported
+
+    x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    inst = _onnx("Relu", x)
+    template = get_template("onnx")
+    built = template.build(inst, 0)
+    reference = template.reference(built)
+    wrong = get_target("test-wrong")
+    compiled = wrong.compile(wrong.convert(built))
+    outputs = wrong.run(compiled, [x.copy()])
+
+    def context(verdict: Outcome, target=wrong, outs=outputs) -> RuleContext:
+        return RuleContext(
+            target=target, built=built, converted=None, compiled=compiled, inputs=[x], reference=reference,
+            outputs=outs, verdict=verdict, oracle=load_oracle_config(None), unsupported=load_unsupported(None),
+            build=lambda i: template.build(i, 0), values_comparable=False,
+        )  # fmt: skip
+
+    vote = run_rules(["compilers"], context(Outcome.UNSTABLE_REFERENCE))["compilers"]
+    assert vote["outcome"] == "inconsistent" and vote["signature"] == "inconsistent:test-wrong:rule=compilers:onnx::Relu"
+    assert "outlier against the majority {reference, onnx.reference, ov-onnx, tvm-onnx}" in vote["message"]
+    tvm = get_target("tvm-onnx")
+    good = run_rules(["compilers"], context(Outcome.UNSTABLE_REFERENCE, tvm, reference))["compilers"]
+    assert good["outcome"] == "pass" and good["message"].startswith("with the majority")
+    judged = run_rules(["compilers"], context(Outcome.PASS))["compilers"]
+    assert judged["outcome"] == "not-applicable" and "no vote needed" in judged["message"]
+
+
+@pytest.mark.parametrize("target", ["tvm-torch", "inductor-torch"])
+def test_transforms_rewrite_the_torch_model_and_the_compilers_see_through_them(target: str) -> None:
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    inst = OperatorInstance(
+        library="torch", api="torch.add", kind=InstanceKind.FUNCTION, args=(x, x + 1), source=Source(suite="t", test="add")
+    )
+    outcome, rules = _rules_of(inst, target, ("transforms",))
+    assert outcome is Outcome.PASS
+    # helper, branch, view-trip, negate-twice, and torch.add called as Tensor.add
+    assert rules["transforms"] == {**rules["transforms"], "outcome": "pass", "message": "5 rewrite(s)", "distance": 0.0}
+
+
+def test_transforms_wrap_the_model_without_changing_what_it_computes() -> None:
+    import torch
+
+    from opera.run.rules.transforms import _resolution_variant, _wrap
+
+    model = torch.nn.Sigmoid()
+    x = torch.linspace(-3, 3, 8).reshape(2, 4)
+    for kind in ("helper", "branch", "view-trip", "negate-twice"):
+        assert torch.equal(_wrap(model, kind)(x), model(x)), kind
+    assert _resolution_variant("torch.add") == "torch.Tensor.add"
+    assert _resolution_variant("torch.Tensor.add") == "torch.add"
+    assert _resolution_variant("torch.Tensor.add_") is None and _resolution_variant("torch.nn.functional.relu") is None

@@ -11,6 +11,9 @@ package that registers a ``Rule`` subclass under its name (``opera run --oracle 
     batch      a batch's outputs equal the concatenation of its slices' outputs
     paths      a torch model through the compiler's ONNX frontend (torch.onnx export) agrees
                with the same model through its torch frontend
+    compilers  where the library is no judge (nondeterministic, unstable reference), this
+               compiler agrees with the majority of the others
+    transforms semantics-preserving rewrites of a torch model (TorchProbe) agree with it
 
 A rule runs after the test's own verdict, only where the target's default pipeline produced
 outputs; its result is a ``RuleResult`` with an outcome of its own (``RULE_OUTCOMES``), stored per
@@ -107,9 +110,15 @@ class RuleContext:
     def fresh_inputs(self) -> list[Any]:
         return [a.copy() if isinstance(a, np.ndarray) else a for a in self.inputs]
 
-    def compare(self, expected: Sequence[Any], actual: Sequence[Any], inputs: Sequence[Any] | None = None) -> Comparison:
+    def compare(
+        self,
+        expected: Sequence[Any],
+        actual: Sequence[Any],
+        inputs: Sequence[Any] | None = None,
+        values: bool | None = None,
+    ) -> Comparison:
         """Two output lists under the run's oracle thresholds for this target (values only where
-        the test's values were comparable at all)."""
+        the test's values were comparable at all, unless ``values`` says)."""
         inst = self.built.instance
         tolerance = (inst.tolerance.atol, inst.tolerance.rtol) if inst.tolerance is not None else None
         return compare_outputs(
@@ -119,7 +128,7 @@ class RuleContext:
             target=self.target_name,
             input_dtypes=input_dtypes(list(inputs if inputs is not None else self.inputs)),
             tolerance=tolerance,
-            compare_values=self.values_comparable,
+            compare_values=self.values_comparable if values is None else values,
         )
 
 
