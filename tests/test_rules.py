@@ -233,3 +233,34 @@ def test_transforms_wrap_the_model_without_changing_what_it_computes() -> None:
     assert _resolution_variant("torch.add") == "torch.Tensor.add"
     assert _resolution_variant("torch.Tensor.add") == "torch.add"
     assert _resolution_variant("torch.Tensor.add_") is None and _resolution_variant("torch.nn.functional.relu") is None
+
+
+# ---- what the rules found that the reference oracle did not (bugs/oracles/) ---------------------
+
+
+def test_optlevel_finds_openvino_rounding_integer_division_without_snippets() -> None:
+    """ONNX Div on integers truncates (onnx/reference/ops/op_div.py; onnxruntime and OpenVINO's
+    default build agree: 12 / 23 = 0); OpenVINO's CPU plugin with snippets disabled rounds (1)."""
+    a = np.array([12, 18, 14, 15, -12, 7], np.int8)
+    b = np.array([23, 23, 21, 24, 23, 2], np.int8)
+    outcome, rules = _rules_of(_onnx("Div", a, b), "ov-onnx", ("optlevel",))
+    assert outcome is Outcome.PASS  # the default build is right
+    found = rules["optlevel"]
+    assert found["outcome"] == "inconsistent" and found["signature"] == "inconsistent:ov-onnx:rule=optlevel:onnx::Div"
+    assert found["agrees_with_reference"] == "default" and found["distance"] == 1.0
+
+
+def test_transforms_find_tvm_failing_on_an_empty_tensor_through_unsqueeze_squeeze() -> None:
+    """x.unsqueeze(0).squeeze(0) is x; on an empty x TVM's default build fails in
+    RewriteDataflowReshape (a reshape to [1, 1, 1, 3] of a [0, 1, 3] tensor); the plain model runs."""
+    empty = np.zeros((0, 1, 3), np.float32)
+    inst = OperatorInstance(
+        library="torch", api="torch.Tensor.mul", kind=InstanceKind.FUNCTION, args=(empty, np.zeros((0, 10, 3), np.float32)),
+        source=Source(suite="opera-tests", test="mul"),
+    )  # fmt: skip
+    outcome, rules = _rules_of(inst, "tvm-torch", ("transforms",))
+    assert outcome is Outcome.PASS
+    found = rules["transforms"]
+    assert found["outcome"] == "crash" and found["signature"].startswith("crash:tvm-torch:rule=transforms:")
+    assert "rewrite view-trip" in found["message"] and "Reshape expects the new shape" in found["message"]
+    assert _rules_of(inst, "ov-torch", ("transforms",))[1]["transforms"]["outcome"] == "pass"

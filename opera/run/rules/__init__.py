@@ -6,7 +6,7 @@ it sees bugs the reference cannot: in what the compiler does after loading (its 
 serialization), and where the library has no defined answer. Each rule is one module of this
 package that registers a ``Rule`` subclass under its name (``opera run --oracle NAME,...``):
 
-    optlevel   the same converted model compiled with the compiler's optimizations off
+    optlevel   the same converted model compiled at another optimization level
     reload     the converted model serialized and read back, then compiled
     batch      a batch's outputs equal the concatenation of its slices' outputs
     paths      a torch model through the compiler's ONNX frontend (torch.onnx export) agrees
@@ -184,20 +184,25 @@ class Rule(abc.ABC):
             agrees_with_reference=agrees,
         )
 
-    def compare_with_default(self, ctx: RuleContext, outputs: list[Any], what: str) -> RuleResult:
+    def compare_with_default(
+        self, ctx: RuleContext, outputs: list[Any], what: str, rerun: Callable[[], list[Any]] | None = None
+    ) -> RuleResult:
         """The shared verdict of the variant rules: the variant's outputs against the default
-        pipeline's. When they differ, the default pipeline is run once more: if it disagrees with
-        itself (uninitialized memory, a racy kernel), the rule cannot judge (``nondeterministic``)."""
+        pipeline's. When they differ, the default pipeline runs twice more and the variant
+        (``rerun``) once more: if either disagrees with itself (uninitialized memory, a racy
+        kernel), the rule cannot judge (``nondeterministic``)."""
         comparison = ctx.compare(ctx.outputs, outputs)
         if comparison.consistent:
             return self.passed(comparison)
-        again = ctx.target.run(ctx.compiled, ctx.fresh_inputs())
-        if not ctx.compare(ctx.outputs, again).consistent:
+        reruns = [(ctx.outputs, ctx.target.run(ctx.compiled, ctx.fresh_inputs())) for _ in range(2)]
+        if rerun is not None:
+            reruns.append((outputs, rerun()))
+        if any(not ctx.compare(first, again).consistent for first, again in reruns):
             return RuleResult(
                 self.name,
                 "nondeterministic",
                 distance=comparison.distance,
-                message=f"the default pipeline disagrees with itself on a second run; {what}: {comparison.reason}"[:2000],
+                message=f"the default pipeline or the variant disagrees with itself on another run; {what}: {comparison.reason}"[:2000],
             )
         return self.differs(ctx, comparison, what, agrees=_which_agrees(ctx, ctx.outputs, outputs, ("default", self.name)))
 
@@ -230,7 +235,12 @@ class VariantRule(Rule):
             if isinstance(exc, (NotApplicable, HarnessError)):
                 raise
             return self.crashed(ctx, exc, f"{self.what} failed")
-        return self.compare_with_default(ctx, outputs, f"{self.what} vs the default pipeline")
+        return self.compare_with_default(
+            ctx,
+            outputs,
+            f"{self.what} vs the default pipeline",
+            rerun=lambda: ctx.target.run(variant, ctx.fresh_inputs()),
+        )
 
 
 # One module per rule, named after it (``optlevel.py`` registers ``optlevel``).

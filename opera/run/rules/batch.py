@@ -60,7 +60,7 @@ class BatchRule(Rule):
     summary = "outputs on a batch equal the outputs on its slices, where the library's do"
 
     def check(self, ctx: RuleContext) -> RuleResult:
-        from opera.run.targets import HarnessError, NotApplicable
+        from opera.run.targets import ArtifactError, HarnessError, NotApplicable
 
         if not ctx.values_comparable:
             raise NotApplicable("the values are not comparable (a random operator, or a nondeterministic or undefined reference)")
@@ -92,6 +92,8 @@ class BatchRule(Rule):
             except Exception as exc:
                 if isinstance(exc, (NotApplicable, HarnessError)):
                     raise
+                if isinstance(exc, ArtifactError):  # the library, not the compiler, fails on the slice
+                    raise NotApplicable(f"the library cannot produce the slice model's artifact: {exc}"[:400]) from None
                 return self.crashed(ctx, exc, f"the model on batch slice {index} (shape {[1, *first.shape[1:]]}) failed")
             comparison = ctx.compare(_rows(ctx.outputs, index), actual, inputs=built.inputs)
             if not comparison.consistent:

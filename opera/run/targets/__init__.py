@@ -168,7 +168,7 @@ class Target(abc.ABC):
 
     def compile_variant(self, converted: Any, variant: str) -> Any:
         """``converted`` compiled another way that must give the outputs ``compile`` gives, for
-        ``run``: ``"optlevel"`` (the compiler's optimizations off, or at their lowest level) or
+        ``run``: ``"optlevel"`` (another optimization level: optimizations off, or on where the default has them off) or
         ``"reload"`` (the converted model serialized, read back, then compiled). Raise
         ``NotApplicable`` (with the reason) where the target has no such way; the default has none."""
         raise NotApplicable(f"{self.name} has no '{variant}' variant")

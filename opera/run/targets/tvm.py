@@ -92,28 +92,16 @@ class TvmExecutable:
         ]
 
 
-def _unoptimized_pipeline() -> Any:
-    """TVM's CPU Relax pipeline (``tvm.relax.backend.cpu_generic.get_default_pipeline``) without the
-    passes that optimize: constant folding and operator fusion (``FoldConstant``, ``FuseOps``,
-    ``FuseTIR``). What is left only legalizes and lowers, so both builds must compute the same."""
+def _optimizing_pipeline() -> Any:
+    """TVM's optimizing CPU Relax pipeline (``tvm.relax.backend.cpu_generic.get_default_pipeline``:
+    ``LegalizeOps``, ``FoldConstant``, ``FuseOps``, ``FuseTIR``, then lowering), the one
+    ``relax.get_default_pipeline`` gives for an llvm target. ``tvm.compile``'s own default on a CPU
+    (``relax.pipeline.default_build_pipeline``) legalizes and lowers without folding or fusing, so
+    the two builds are the same model at two optimization levels and must compute the same."""
     import tvm
-    from tvm import relax
     from tvm.relax.backend.cpu_generic import pipeline as cpu
 
-    target = tvm.target.Target("llvm")
-
-    @tvm.transform.module_pass(opt_level=0)
-    def _pipeline(mod: Any, _ctx: Any) -> Any:
-        with target:
-            passes = (
-                cpu.library_dispatch_passes(target)
-                + [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern()]
-                + cpu.dataflow_lower_passes(target)
-                + cpu.finalize_passes(target)
-            )
-            return tvm.transform.Sequential(passes)(mod)
-
-    return _pipeline
+    return cpu.get_default_pipeline(tvm.target.Target("llvm"))
 
 
 def _exported_and_loaded(mod: Any) -> Any:
@@ -225,8 +213,10 @@ class _TvmTarget(Target):
         return executable, module
 
     def compile_variant(self, converted: TvmModule, variant: str) -> TvmExecutable:
-        """``optlevel``: the CPU pipeline without its optimizing passes (no FoldConstant, FuseOps,
-        FuseTIR; TIR at ``opt_level=0``); ``reload``: the default build exported as a shared library
+        """``optlevel``: the other optimization level. ``tvm.compile``'s default Relax pipeline on a
+        CPU is the unoptimized ``default_build_pipeline`` (legalize and lower); the variant is the
+        optimizing CPU pipeline (``_optimizing_pipeline``: constant folding and operator fusion) at
+        ``opt_level=3``. ``reload``: the default build exported as a shared library
         (``export_library``), loaded back (``tvm.runtime.load_module``) and run from there. Where the
         default compile needed the layout fallback, the variant compiles the converted layouts too."""
         import tvm
@@ -234,8 +224,8 @@ class _TvmTarget(Target):
 
         if variant == "optlevel":
             def build(mod: Any) -> Any:
-                with tvm.transform.PassContext(opt_level=0):
-                    return tvm.compile(mod, target="llvm", relax_pipeline=_unoptimized_pipeline())
+                with tvm.transform.PassContext(opt_level=3):
+                    return tvm.compile(mod, target="llvm", relax_pipeline=_optimizing_pipeline())
         elif variant == "reload":
             build = _exported_and_loaded
         else:
