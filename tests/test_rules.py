@@ -138,6 +138,15 @@ def test_paths_runs_the_torch_onnx_export_through_the_compilers_onnx_frontend(ta
     assert rules["paths"]["outcome"] == "pass" and "-onnx agree" in rules["paths"]["message"]
 
 
+def test_paths_takes_a_keras_model_through_tf2onnx_to_the_compilers_onnx_frontend() -> None:
+    from opera.run.execution import warm_up_instance
+
+    keras_relu = warm_up_instance("keras")
+    assert keras_relu is not None
+    outcome, rules = _rules_of(keras_relu, "tvm-keras", ("paths",))
+    assert outcome is Outcome.PASS and rules["paths"] == {**rules["paths"], "outcome": "pass", "message": "tvm-keras and tvm-onnx agree"}
+
+
 def test_paths_keeps_integer_model_inputs_as_inputs() -> None:
     """An int64 operand of the exported model stays a graph input (frozen into an initializer,
     OpenVINO folded an empty one into a scalar: a disagreement of the harness's making)."""
@@ -155,7 +164,7 @@ def test_rules_that_do_not_apply_say_why() -> None:
     assert rules["paths"] == {**rules["paths"], "outcome": "not-applicable", "message": "inductor has no ONNX frontend target"}
     assert rules["reload"]["outcome"] == "not-applicable" and "no serialized form" in rules["reload"]["message"]
     _, onnx_rules = _rules_of(_onnx("Relu", x), "tvm-onnx", ("paths",))
-    assert onnx_rules["paths"]["outcome"] == "not-applicable" and "only torch instances" in onnx_rules["paths"]["message"]
+    assert onnx_rules["paths"]["outcome"] == "not-applicable" and "only torch and Keras" in onnx_rules["paths"]["message"]
 
 
 def test_nightly_and_bugs_show_what_each_oracle_found(tmp_path, capsys) -> None:

@@ -3,7 +3,9 @@ differential oracle: no reference needed).
 
 A torch instance reaches a compiler through its torch frontend (``tvm-torch``, ``ov-torch``: the
 program ``torch.export`` gives) and, exported by torch itself (``torch.onnx.export`` of the same
-program), through the compiler's ONNX frontend (``tvm-onnx``, ``ov-onnx``). The exported model must
+program), through the compiler's ONNX frontend (``tvm-onnx``, ``ov-onnx``). A Keras instance
+likewise through ``tvm-keras`` / ``ov-keras`` and, converted by tf2onnx from the inference
+``tf.function`` both Keras frontends consume, through the ONNX frontend. The exported model must
 first compute the torch reference on onnxruntime: where it does not, the export is not the same
 computation and the rule does not apply. Then, when both frontends accept the model, their outputs
 must agree; the result says which one the library's reference agrees with. A crash of the ONNX
@@ -42,32 +44,52 @@ def export_onnx(built: Any) -> Any:
     return exported.model_proto
 
 
+def export_keras_onnx(built: Any) -> Any:
+    """The Keras model of ``built`` as an ONNX ``ModelProto``: tf2onnx of ``model(inputs,
+    training=False)`` as a ``tf.function`` (the graph TFLite and OpenVINO convert), inputs named
+    ``input_<k>`` in the model's order."""
+    import tensorflow as tf
+    import tf2onnx
+
+    model = built.model
+    spec = [tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype), name=f"input_{k}") for k, x in enumerate(built.inputs)]
+    function = tf.function(lambda *xs: model(list(xs), training=False))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        proto, _ = tf2onnx.convert.from_function(function, input_signature=spec, opset=17)
+    return proto
+
+
+EXPORTERS = {"torch": ("torch.onnx.export", export_onnx), "keras": ("tf2onnx", export_keras_onnx)}
+
+
 @RULES.register("paths")
 class PathsRule(Rule):
     name = "paths"
-    summary = "a torch model through the compiler's ONNX frontend (torch.onnx export) agrees with its torch frontend"
+    summary = "a torch or Keras model through the compiler's ONNX frontend (torch.onnx, tf2onnx) agrees with its own frontend"
 
     def check(self, ctx: RuleContext) -> RuleResult:
         from opera.run.targets import NotApplicable, get_target
         from opera.run.targets._onnx_prep import graph_input_names
         from opera.templates import SingleOpModel, get_template
 
-        if ctx.built.instance.library != "torch":
-            raise NotApplicable(f"only torch instances have a second path (this is {ctx.built.instance.library})")
+        library = ctx.built.instance.library
+        if library not in EXPORTERS:
+            raise NotApplicable(f"only torch and Keras instances have a second path (this is {library})")
+        exporter, export = EXPORTERS[library]
         other_name = ONNX_TARGET.get(ctx.target.compiler)
         if other_name is None:
             raise NotApplicable(f"{ctx.target.compiler} has no ONNX frontend target")
         if not all(isinstance(x, np.ndarray) for x in ctx.inputs):
             raise NotApplicable("a model input is not a tensor")
         try:
-            proto = export_onnx(ctx.built)
+            proto = export(ctx.built)
         except Exception as exc:
-            raise NotApplicable(f"torch.onnx.export rejects the model: {type(exc).__name__}: {exc}"[:400]) from None
+            raise NotApplicable(f"{exporter} rejects the model: {type(exc).__name__}: {exc}"[:400]) from None
         names = graph_input_names(proto)
         if len(names) != len(ctx.inputs):
-            raise NotApplicable(f"the exported model has inputs {names} for {len(ctx.inputs)} torch inputs")
+            raise NotApplicable(f"the exported model has inputs {names} for {len(ctx.inputs)} {library} inputs")
         onnx_built = SingleOpModel(
-            ctx.built.instance, proto, ctx.fresh_inputs(), list(names), {"data_inputs": "all-runtime", "exported": "torch.onnx"}
+            ctx.built.instance, proto, ctx.fresh_inputs(), list(names), {"data_inputs": "all-runtime", "exported": exporter}
         )
         try:
             onnx_reference = get_template("onnx").reference(onnx_built)
@@ -75,7 +97,7 @@ class PathsRule(Rule):
             raise NotApplicable(f"onnxruntime cannot run the exported model: {type(exc).__name__}: {exc}"[:400]) from None
         export_check = ctx.compare(ctx.reference, onnx_reference)
         if not export_check.consistent:
-            raise NotApplicable(f"the exported model does not compute torch's reference on onnxruntime: {export_check.reason}"[:400])
+            raise NotApplicable(f"the exported model does not compute {library}'s reference on onnxruntime: {export_check.reason}"[:400])
 
         other = get_target(other_name)
         reason = other.availability()
@@ -85,16 +107,16 @@ class PathsRule(Rule):
         try:
             outputs = other.run(other.compile(other.convert(onnx_built)), ctx.fresh_inputs())
         except Exception as exc:
-            return self._onnx_crash(ctx, other, exc)
+            return self._onnx_crash(ctx, other, exc, exporter)
         comparison = ctx.compare(ctx.outputs, outputs)
         if comparison.consistent:
             return self.passed(comparison, f"{ctx.target_name} and {other_name} agree")
-        torch_ok = ctx.compare(ctx.reference, ctx.outputs).consistent
+        own_ok = ctx.compare(ctx.reference, ctx.outputs).consistent
         onnx_ok = ctx.compare(ctx.reference, outputs).consistent
-        agrees = ctx.target_name if torch_ok and not onnx_ok else other_name if onnx_ok and not torch_ok else "neither"
+        agrees = ctx.target_name if own_ok and not onnx_ok else other_name if onnx_ok and not own_ok else "neither"
         return self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
 
-    def _onnx_crash(self, ctx: RuleContext, other: Any, exc: BaseException) -> RuleResult:
+    def _onnx_crash(self, ctx: RuleContext, other: Any, exc: BaseException, exporter: str) -> RuleResult:
         from opera.run.targets import HarnessError
 
         if isinstance(exc, HarnessError):
@@ -107,7 +129,7 @@ class PathsRule(Rule):
             "crash",
             signature=f"crash:{ctx.target_name}:rule={self.name}:{other.name}:{rest}",
             message=first_lines(
-                f"{other.name} failed on the torch.onnx export that onnxruntime runs and {ctx.target_name} "
+                f"{other.name} failed on the {exporter} export that onnxruntime runs and {ctx.target_name} "
                 f"converts\n{traceback_text(exc)}",
                 4000,
             ),
