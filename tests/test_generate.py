@@ -138,6 +138,49 @@ def test_tensor_dtype() -> None:
     assert new.dtype != "float32" and new.shape == (2, 3)
 
 
+def test_dtype_new_picks_a_dtype_never_seen_for_the_parameter() -> None:
+    seen = [torch_fn("torch.abs", x(2, 3)), torch_fn("torch.abs", x(4, dtype="float64"))]
+    for seed in range(8):
+        new = mutate(seen, "tensor:dtype-new", "arg0", seed).args[0]
+        assert new.dtype not in ("float32", "float64") and new.shape == (2, 3)
+    assert {mutate(seen, "tensor:dtype-new", "arg0", s).args[0].dtype for s in range(40)} >= {"int8", "int16", "uint16"}
+
+
+@pytest.mark.parametrize(
+    ("cls", "check"),
+    [
+        ("zeros", lambda a: not a.any()),
+        ("negative", lambda a: (a < 0).all()),
+        ("special", lambda a: np.isnan(a).any() and np.isinf(a).any()),
+        ("boundary", lambda a: set(np.unique(a)) <= {np.finfo(np.float32).min, np.finfo(np.float32).max,
+                                                     np.finfo(np.float32).tiny, -np.finfo(np.float32).tiny}),
+        ("ties", lambda a: (a == a.flat[0]).all()),
+        ("small", lambda a: set(np.unique(a)) <= {-2, -1, 0, 1, 2}),
+    ],
+)  # fmt: skip
+def test_values_are_redrawn_from_one_class_keeping_shape_and_dtype(cls: str, check: Callable[[np.ndarray], bool]) -> None:
+    new = mutate([torch_fn("torch.abs", x(8, 8))], f"tensor:values:{cls}", "arg0").args[0]
+    assert isinstance(new, np.ndarray) and new.shape == (8, 8) and new.dtype == np.float32 and check(new)
+
+
+def test_integer_values_stay_in_their_dtype_and_large_tensors_are_not_redrawn() -> None:
+    ints = torch_fn("torch.abs", x(3, 4, dtype="int8"))
+    new = mutate([ints], "tensor:values:boundary", "arg0").args[0]
+    assert new.dtype == np.int8 and set(np.unique(new)) <= {-128, 127, 0}
+    prof = learn_profiles([ints])["torch.abs"]
+    assert Choice("arg0", "tensor:values:special") not in mutation_choices(ints, prof)  # no NaN in int8
+    big = torch_fn("torch.abs", x(100, 100))
+    assert not [c for c in mutation_choices(big, learn_profiles([big])["torch.abs"]) if c.kind.startswith("tensor:values")]
+
+
+def test_spatial_dimensions_move_around_the_window() -> None:
+    pool = torch_fn("torch.nn.functional.max_pool2d", x(1, 2, 9, 9), kernel_size=3)
+    shapes = {mutate([pool], "tensor:spatial", "arg0", seed).args[0].shape for seed in range(30)}
+    assert shapes <= {(1, 2, s, s) for s in (1, 2, 3, 4)} and len(shapes) >= 3
+    plain = torch_fn("torch.abs", x(1, 2, 9, 9))
+    assert Choice("arg0", "tensor:spatial") not in mutation_choices(plain, learn_profiles([plain])["torch.abs"])
+
+
 def test_all_variant_changes_every_tensor_of_the_same_shape() -> None:
     inst = torch_fn("torch.add", x(2, 3), x(2, 3))
     new = mutate([inst], "tensor:zero-all", "arg0")
@@ -335,8 +378,11 @@ def test_novelty_counts_new_partitions_only(tmp_path: Path) -> None:
         GenerateOptions(per_api=5, show_progress=False),
         gate_factory=lambda lib: RuleGate(lambda i: True),
     )
-    # a single human instance: every mutant changes some partition, so each one is new
-    assert summary.figures["torch"].new_partitions == summary.figures["torch"].valid == 5
+    # a single human instance: every mutant changes some partition, so each one is new, except a
+    # re-draw of a tensor's values (same shape and dtype: the partition function does not see values)
+    figures = summary.figures["torch"]
+    redrawn = sum(n for kind, n in figures.valid_per_kind.items() if kind.startswith("tensor:values:"))
+    assert figures.valid == 5 and figures.new_partitions == 5 - redrawn
     assert partition(-1) != partition(1)
 
 

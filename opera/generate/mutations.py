@@ -18,6 +18,16 @@ Kinds, by value kind:
                    tensor of the instance with the same shape changes alike (elementwise partners)
 ``tensor:zero``    one dimension set to 0 (zero-size tensor); ``-all`` as above
 ``tensor:dtype``   to another dtype seen for the parameter, else one of ``DTYPE_POOL``
+``tensor:dtype-new`` to a dtype of ``DTYPE_POOL`` never seen for the parameter (the validity gate
+                   says whether the library supports it)
+``tensor:values:*`` the same shape and dtype, values re-drawn from one class (``VALUE_CLASSES``):
+                   ``zeros``, ``negative``, ``special`` (NaN, +-Inf, -0.0 mixed in; floats),
+                   ``boundary`` (the dtype's min and max, and its smallest normal for floats),
+                   ``ties`` (one value repeated), ``small`` (integers -2..2); stored exact, so only
+                   for tensors of at most ``MAX_EXACT`` elements
+``tensor:spatial`` the spatial dimensions (after batch and channel) set around a window size the
+                   instance holds (kernel, stride, dilation: ``k - 1``, ``k``, ``k + 1`` or 1), where
+                   shape-coupled bugs live (windows larger than the input, exact fits)
 ``optional:*``     ``absent``: drop an optional parameter (keyword removed, last positional
                    argument removed, ONNX optional input omitted); ``present``: give an absent or
                    ``None`` optional parameter a value seen for it
@@ -54,7 +64,14 @@ MAX_ELEMENTS = 1 << 16  # mutated tensors stay below this many elements
 MAX_RANK = 6
 INT_TARGETS: dict[str, int] = {"int:-1": -1, "int:0": 0, "int:1": 1, "int:large": LARGE_INT}
 FLOAT_KINDS = ("float:0", "float:negative", "float:tiny", "float:huge")
-DTYPE_POOL = ("float16", "float64", "bfloat16", "int32", "int64", "uint8", "bool", "complex64")
+DTYPE_POOL = (
+    "float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool",
+    "complex64",
+)  # fmt: skip
+VALUE_CLASSES = ("zeros", "negative", "special", "boundary", "ties", "small")
+MAX_EXACT = 4096  # re-drawn values are stored exactly: at most this many elements
+# Parameters whose integers are window sizes (torch, Keras, ONNX spellings).
+WINDOW_PARAMETERS = ("kernel_size", "kernel_shape", "pool_size", "stride", "strides", "dilation", "dilations")
 
 
 @dataclass(frozen=True)
@@ -132,8 +149,35 @@ def _value_kinds(value: Any, can_swap: bool, shared_shape: bool = False) -> list
         kinds = ["tensor:rank", "tensor:dtype"]
         if len(value.shape) > 0:
             kinds.append("tensor:zero")
-        return kinds + [k + "-all" for k in kinds if shared_shape and k != "tensor:dtype"]
+        kinds += [k + "-all" for k in kinds if shared_shape and k != "tensor:dtype"]
+        kinds.append("tensor:dtype-new")
+        if 0 < math.prod(2 if d is None else d for d in value.shape) <= MAX_EXACT:
+            kinds += [f"tensor:values:{c}" for c in _value_classes(tensor_dtype(value))]
+        return kinds
     return []
+
+
+def _value_classes(dtype: str) -> list[str]:
+    if dtype == "bool":
+        return ["zeros", "ties"]
+    if dtype.startswith(("uint",)):
+        return [c for c in VALUE_CLASSES if c not in ("negative", "special")]
+    if dtype.startswith(("int",)):
+        return [c for c in VALUE_CLASSES if c != "special"]
+    if dtype.startswith("complex"):
+        return ["zeros", "ties"]
+    return list(VALUE_CLASSES)
+
+
+def _window_sizes(inst: OperatorInstance) -> list[int]:
+    """The window sizes (kernel, stride, dilation integers) the instance holds."""
+    sizes: list[int] = []
+    for name, value in named_parameters(inst):
+        if not any(name.split(":")[-1] == w or name.endswith(w) for w in WINDOW_PARAMETERS):
+            continue
+        items = value if isinstance(value, (list, tuple)) else [value]
+        sizes += [int(v) for v in items if _is_int(v) and 0 < int(v) <= 64]
+    return sorted(set(sizes))
 
 
 def mutation_choices(
@@ -159,6 +203,10 @@ def mutation_choices(
     for name in sorted(profile.parameters):
         if name.startswith("kw:") and name not in present and profile.parameters[name].values:
             choices.append(Choice(name, "optional:present"))
+    if _window_sizes(inst):
+        choices.extend(
+            Choice(name, "tensor:spatial") for name, value in present.items() if is_tensor(value) and len(value.shape) >= 3
+        )
     return choices
 
 
@@ -288,9 +336,74 @@ def apply_mutation(
         items[i] = _same_type(items[i], INT_TARGETS[kind[4:]])
         new = type(value)(items)
         return Mutated(set_parameter(inst, name, new), f"{name}[{i}] {kind}")
+    if kind.startswith("tensor:values:"):
+        return _redraw_values(inst, name, value, kind[len("tensor:values:") :], rng)
+    if kind == "tensor:spatial":
+        return _spatial(inst, name, value, rng)
     if kind.startswith("tensor:"):
         return _mutate_tensor(inst, name, value, kind, prof, rng)
     return None
+
+
+def _redraw_values(inst: OperatorInstance, name: str, value: Any, cls: str, rng: random.Random) -> Mutated | None:
+    """``value``'s shape and dtype with values of class ``cls`` (exact: the class is the point)."""
+    from opera.values import numpy_dtype
+
+    dtype = tensor_dtype(value)
+    shape = tuple(2 if d is None else d for d in value.shape)
+    size = math.prod(shape)
+    if size == 0 or size > MAX_EXACT:
+        return None
+    try:
+        dt = numpy_dtype(dtype)
+    except Exception:
+        return None
+    gen = np.random.default_rng(rng.randrange(1 << 31))
+    low, high = _value_range(value)
+    floating = dtype.startswith(("float", "bfloat"))
+    if cls == "zeros":
+        arr = np.zeros(shape, dt)
+    elif cls == "ties":
+        base = np.asarray(value.materialize() if isinstance(value, TensorSpec) else value).reshape(-1)
+        arr = np.full(shape, base[0] if base.size else 1, dt)
+    elif cls == "small":
+        arr = gen.integers(-2 if dt.kind != "u" else 0, 3, size=shape).astype(dt)
+    elif cls == "negative":
+        magnitude = max(abs(low), abs(high), 1.0)
+        arr = (-gen.uniform(0.0, magnitude, size=shape)).astype(dt) if floating else -gen.integers(1, 4, size=shape).astype(dt)
+    elif cls == "special":
+        pool = np.array([np.nan, np.inf, -np.inf, -0.0, 1.0, -1.0], np.float64)
+        arr = pool[gen.integers(0, len(pool), size=shape)].astype(dt)
+    elif cls == "boundary":
+        if floating:
+            import ml_dtypes
+
+            finfo = ml_dtypes.finfo(dt)  # numpy's finfo does not know bfloat16 and the float8 types
+            picks: list[Any] = [finfo.min, finfo.max, finfo.tiny, -finfo.tiny]
+        else:
+            iinfo = np.iinfo(dt)
+            picks = [iinfo.min, iinfo.max, 0]
+        arr = np.array(picks, dtype=np.float64 if floating else dt).astype(dt)[gen.integers(0, len(picks), size=shape)]
+    else:
+        return None
+    return Mutated(set_parameter(inst, name, np.ascontiguousarray(arr)), f"{name} tensor:values:{cls} ({dtype}{list(shape)})")
+
+
+def _spatial(inst: OperatorInstance, name: str, value: Any, rng: random.Random) -> Mutated | None:
+    """The spatial dimensions of ``value`` set to one size around one of the instance's windows."""
+    sizes = _window_sizes(inst)
+    shape = tuple(value.shape)
+    if not sizes or len(shape) < 3:
+        return None
+    window = rng.choice(sizes)
+    size = rng.choice(sorted({max(window - 1, 1), window, window + 1, 1}))
+    new_shape = shape[:2] + (size,) * (len(shape) - 2)
+    if new_shape == shape:
+        return None
+    new = new_tensor(value, new_shape, tensor_dtype(value), rng)
+    if new is None:
+        return None
+    return Mutated(set_parameter(inst, name, new), f"{name} tensor:spatial (window {window}: {list(shape)} -> {list(new_shape)})")
 
 
 def _mutate_tensor(
@@ -298,9 +411,13 @@ def _mutate_tensor(
 ) -> Mutated | None:
     dtype = tensor_dtype(value)
     shape = tuple(value.shape)
-    if kind == "tensor:dtype":
-        seen = [d for d in (prof.dtypes if prof is not None else []) if d != dtype]
-        pool = seen or [d for d in DTYPE_POOL if d != dtype]
+    if kind in ("tensor:dtype", "tensor:dtype-new"):
+        known = set(prof.dtypes) if prof is not None else set()
+        seen = [d for d in known if d != dtype]
+        unseen = [d for d in DTYPE_POOL if d != dtype and d not in known]
+        pool = (seen or [d for d in DTYPE_POOL if d != dtype]) if kind == "tensor:dtype" else unseen
+        if not pool:
+            return None
         new_dtype = rng.choice(pool)
         new = new_tensor(value, shape, new_dtype, rng)
         if new is None:
