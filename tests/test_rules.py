@@ -8,6 +8,8 @@ not apply, and reports a broken variant with the rule in its signature.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from _run_fixtures import add, relus, write
@@ -21,6 +23,7 @@ from opera.run.rules import parse_oracles, rule_names
 from opera.store import ResultStore
 
 ONNX_EXTRA = {"domain": "", "n_outputs": 1, "opset": 17}
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _onnx(op: str, *inputs: np.ndarray, **attrs: object) -> OperatorInstance:
@@ -273,3 +276,14 @@ def test_transforms_find_tvm_failing_on_an_empty_tensor_through_unsqueeze_squeez
     assert found["outcome"] == "crash" and found["signature"].startswith("crash:tvm-torch:rule=transforms:")
     assert "rewrite view-trip" in found["message"] and "Reshape expects the new shape" in found["message"]
     assert _rules_of(inst, "ov-torch", ("transforms",))[1]["transforms"]["outcome"] == "pass"
+
+
+def test_paths_does_not_apply_where_the_exporter_changed_an_input_type() -> None:
+    """tf2onnx writes a bfloat16 Keras input as float16: another model, not a second path."""
+    from opera.corpus import CorpusReader
+
+    inst = next(i for i in CorpusReader([REPO / "harvested" / "keras.jsonl.gz"]) if i.id == "d0c029bab87c92da6191")
+    assert inst.api == "keras.ops.all"
+    _, rules = _rules_of(inst, "ov-keras", ("paths",))
+    assert rules["paths"]["outcome"] == "not-applicable"
+    assert "tf2onnx changed the model's input types: input_0: bfloat16 -> float16" in rules["paths"]["message"]

@@ -59,6 +59,25 @@ def export_keras_onnx(built: Any) -> Any:
     return proto
 
 
+def _changed_input_types(proto: Any, inputs: list[Any]) -> str:
+    """The exported graph inputs whose element type is not the model input's (tf2onnx writes a
+    bfloat16 input as float16): such an export is another model."""
+    from onnx import helper
+
+    inits = {i.name for i in proto.graph.initializer}
+    declared = [vi for vi in proto.graph.input if vi.name not in inits]
+    changes = []
+    for vi, value in zip(declared, inputs, strict=False):
+        try:
+            exported = np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)).name
+        except Exception:
+            continue
+        given = np.asarray(value).dtype.name
+        if exported != given:
+            changes.append(f"{vi.name}: {given} -> {exported}")
+    return ", ".join(changes)
+
+
 EXPORTERS = {"torch": ("torch.onnx.export", export_onnx), "keras": ("tf2onnx", export_keras_onnx)}
 
 
@@ -88,6 +107,9 @@ class PathsRule(Rule):
         names = graph_input_names(proto)
         if len(names) != len(ctx.inputs):
             raise NotApplicable(f"the exported model has inputs {names} for {len(ctx.inputs)} {library} inputs")
+        changed = _changed_input_types(proto, ctx.inputs)
+        if changed:
+            raise NotApplicable(f"{exporter} changed the model's input types: {changed}")
         onnx_built = SingleOpModel(
             ctx.built.instance, proto, ctx.fresh_inputs(), list(names), {"data_inputs": "all-runtime", "exported": exporter}
         )
