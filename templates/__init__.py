@@ -61,6 +61,12 @@ class Template:
 
     reference_name: str = ""  # what computes the expected outputs, in a bug report's words
 
+    def combine(self, parts: list[SingleOpModel]) -> SingleOpModel | None:
+        """One model computing every part independently, its inputs the parts' inputs one after
+        the other and its outputs theirs, flattened in order (batched compilation: one export,
+        conversion and build for many tests). None: this library cannot combine them."""
+        return None
+
     def doc_url(self, api: str) -> str | None:
         """Where the library documents ``api`` (what a bug report cites as the expected semantics)."""
         return None

@@ -427,6 +427,36 @@ class OnnxTemplate(Template):
             details={"seed": seed, "opset": opset, "declared_opset": declared, "data_inputs": data_inputs},
         )
 
+    def combine(self, parts: list[SingleOpModel]) -> SingleOpModel | None:
+        """One graph holding every part's nodes, each part's names prefixed ``p<k>_`` so nothing is
+        shared; graph inputs and outputs in part order. Only parts with the same opset imports and
+        IR version (an operator's semantics depend on its opset); ``details["parts"]`` keeps the
+        parts' instances."""
+        import onnx
+        from onnx import compose, helper
+
+        if len(parts) < 2:
+            return None
+        first = parts[0].model
+        imports = sorted((o.domain, o.version) for o in first.opset_import)
+        if any(sorted((o.domain, o.version) for o in p.model.opset_import) != imports or p.model.ir_version != first.ir_version for p in parts):
+            return None
+        graphs = [compose.add_prefix(p.model, f"p{k}_").graph for k, p in enumerate(parts)]
+        graph = helper.make_graph(
+            [n for g in graphs for n in g.node],
+            "combined",
+            [i for g in graphs for i in g.input],
+            [o for g in graphs for o in g.output],
+            initializer=[t for g in graphs for t in g.initializer],
+            value_info=[v for g in graphs for v in g.value_info],
+        )
+        model = helper.make_model(graph, opset_imports=list(first.opset_import))
+        model.ir_version = first.ir_version
+        onnx.checker.check_model(model)
+        names = [f"p{k}_{name}" for k, p in enumerate(parts) for name in p.input_names]
+        details = {"parts": [p.instance for p in parts], "data_inputs": parts[0].details.get("data_inputs", "runtime")}
+        return SingleOpModel(parts[0].instance, model, [x for p in parts for x in p.inputs], names, details)
+
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
         """onnxruntime (CPU) first; the ONNX reference evaluator when ORT cannot load or run it.
 

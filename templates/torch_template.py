@@ -186,6 +186,25 @@ def _fill(template: Any, inputs: Sequence[torch.Tensor], module: nn.Module | Non
     return template
 
 
+class Independent(nn.Module):
+    """Several single-operator modules side by side: ``forward(*all inputs)`` feeds each part its own
+    inputs (``counts[k]`` of them, in order) and returns every part's result in a tuple. Nothing is
+    shared between parts, so a compiler sees independent sub-computations (``Template.combine``)."""
+
+    def __init__(self, parts: list[nn.Module], counts: list[int]) -> None:
+        super().__init__()
+        self.parts = nn.ModuleList(parts)
+        self.counts = tuple(counts)
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[Any, ...]:
+        out = []
+        start = 0
+        for part, count in zip(self.parts, self.counts, strict=True):
+            out.append(part(*inputs[start : start + count]))
+            start += count
+        return tuple(out)
+
+
 class CallWithConstants(nn.Module):
     """``forward(*tensors)`` = ``target(*args, **kwargs)`` with the tensors put back in their slots.
 
@@ -389,6 +408,14 @@ class TorchTemplate(Template):
             input_names=[f"input_{i}" for i in range(len(inputs))],
             details={"seed": seed, "tensor_args": tensor_args},
         )
+
+    def combine(self, parts: list[SingleOpModel]) -> SingleOpModel | None:
+        """An ``Independent`` module of the parts (tensor inputs only); the instance is the first
+        part's (only for naming: a batch's verdicts are the parts' own)."""
+        if len(parts) < 2 or not all(all(isinstance(x, np.ndarray) for x in p.inputs) for p in parts):
+            return None
+        model = Independent([p.model for p in parts], [len(p.inputs) for p in parts])
+        return SingleOpModel(parts[0].instance, model, [x for p in parts for x in p.inputs], details={"combined": len(parts)})
 
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
         model = built.model

@@ -96,6 +96,15 @@ def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) 
         f"metamorphic/differential rules {', '.join(rule_names())}, or 'all' (default: {REFERENCE}). "
         "A rule's outcome per test is stored beside the test's; its failures are bugs of their own",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=_DEFAULTS.batch,
+        metavar="K",
+        help="compile up to K tests of a batchable target (tvm-torch, ov-torch) as one model; only passes are "
+        "decided in a batch, every other test runs alone, so verdicts are those of single runs (local executor; "
+        f"default {_DEFAULTS.batch}: every test alone)",
+    )
     add_executor_arguments(parser)
 
 
@@ -120,7 +129,14 @@ def run_settings_from_args(args: argparse.Namespace) -> RunSettings:
         torch_tensor_args=args.torch_tensor_args,
         onnx_data_inputs=args.onnx_data_inputs,
         rules=_rules(args.oracle),
+        batch=_batch(args.batch),
     )
+
+
+def _batch(value: int) -> int:
+    if value < 1:
+        raise OperaError("--batch must be at least 1")
+    return value
 
 
 def _rules(text: str) -> list[str]:
@@ -169,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--torch-tensor-args", args.torch_tensor_args != _DEFAULTS.torch_tensor_args),
                 ("--onnx-data-inputs", args.onnx_data_inputs != _DEFAULTS.onnx_data_inputs),
                 ("--oracle", args.oracle != REFERENCE),
+                ("--batch", args.batch != _DEFAULTS.batch),
             )
             if value
         ]

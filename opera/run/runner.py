@@ -104,6 +104,9 @@ class RunSettings:
     onnx_data_inputs: str = "runtime"
     # oracles beside the library's reference (opera.run.rules: optlevel, reload, batch, paths)
     rules: list[str] = field(default_factory=list)
+    # batched compilation: up to this many tests of a batchable target compiled as one model
+    # (opera.run.batch; the local executor); 1: every test alone
+    batch: int = 1
 
     def run_settings(self) -> dict[str, Any]:
         """This config's ``RunSettings`` fields, as keyword arguments for another config."""
@@ -294,7 +297,18 @@ def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
         torch_tensor_args=config.torch_tensor_args,
         onnx_data_inputs=config.onnx_data_inputs,
         rules=tuple(config.rules),
+        batch=config.batch,
+        batch_targets=_batch_targets(config),
     )
+
+
+def _batch_targets(config: RunConfig) -> tuple[str, ...]:
+    """The run's targets whose tests are compiled in batches (``Target.batchable``)."""
+    if config.batch < 2 or config.executor != "local":
+        return ()
+    from opera.run.targets import TARGETS
+
+    return tuple(t for t in config.targets if getattr(TARGETS.get(t), "batchable", False))
 
 
 def _prepare_executor(
@@ -500,6 +514,12 @@ def _execute(
     finally:
         if executor is not None:
             executor.close()
+            batched = int(getattr(executor, "batched", 0))
+            if settings.batch_targets:
+                notes.append(
+                    f"{batched} test(s) passed in batches of up to {settings.batch} "
+                    f"({', '.join(settings.batch_targets)}); every other test ran alone"
+                )
         progress.close()
         store.set_run_status(run_id, status)
     new_signatures = [b.signature for b in store.bugs(run_id) if b.first_run == run_id]

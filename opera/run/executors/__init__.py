@@ -55,12 +55,17 @@ class WorkerSettings:
     # metamorphic / differential rules run after each test's own verdict (opera.run.rules); ():
     # the reference oracle only
     rules: tuple[str, ...] = ()
+    # batched compilation (opera.run.batch): up to ``batch`` tests of one of ``batch_targets`` per
+    # worker task; 1: every test alone
+    batch: int = 1
+    batch_targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class TestTask:
-    """One test (``kind="test"``) or, after a worker died on it, a reproducer request
-    (``kind="reproduce"``: rebuild the instance and write the script, no compiler call)."""
+    """One test (``kind="test"``), several tests of one target compiled together (``kind="batch"``,
+    ``members``), or, after a worker died on a test, a reproducer request (``kind="reproduce"``:
+    rebuild the instance and write the script, no compiler call)."""
 
     __test__ = False
 
@@ -69,6 +74,14 @@ class TestTask:
     target: str
     kind: str = "test"
     failed: TestResult | None = None  # for kind="reproduce": the result the script must show
+    # kind="batch": the tests compiled together (``instance``/``seq`` are the first one's)
+    members: tuple[TestTask, ...] = ()
+    alone: bool = False  # a batch sent it back: it runs on its own, never in a batch again
+
+    @property
+    def size(self) -> int:
+        """How many tests this task stands for."""
+        return len(self.members) if self.kind == "batch" else 1
 
 
 @dataclass
@@ -98,6 +111,15 @@ class TaskQueue:
         else:
             queue.append(task)
         self._count += 1
+
+    def take_more(self, target: str, n: int) -> list[TestTask]:
+        """Up to ``n`` more tests (not reproducer requests) of ``target``, in queue order."""
+        queue = self._by_target.get(target)
+        out: list[TestTask] = []
+        while queue and len(out) < n and queue[0].kind == "test" and not queue[0].alone:
+            out.append(queue.popleft())
+            self._count -= 1
+        return out
 
     def put_back(self, task: TestTask) -> None:
         """A task whose worker was lost: first in line again."""

@@ -24,6 +24,7 @@ compiler's imports and caches warm.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -124,12 +125,30 @@ def _worker_main(
             warmed.add(task.target)
         conn.send(("begin", None))
         try:
-            outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
+            if task.kind == "batch":
+                outcome = _execute_batch(task, state, conn)
+            else:
+                outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
         except (BrokenPipeError, EOFError):
             return  # the parent is gone
         except Exception as exc:  # a bug in Opera itself, not a verdict on the compiler
             outcome = _internal_error(task, exc)
         conn.send(("done", outcome))
+
+
+def _execute_batch(task: TestTask, state: Any, conn: Connection) -> TaskOutcome:
+    """A batch in the worker: the passes it decided, and the tests to run alone (all of them when
+    Opera's own batch code failed: the tests still get their verdicts, one by one)."""
+    from opera.run.batch import execute_batch
+
+    try:
+        batch = execute_batch(list(task.members), state, lambda stage: conn.send(("stage", stage.value)))
+    except (BrokenPipeError, EOFError):
+        raise
+    except Exception as exc:
+        print(f"opera worker: batch of {task.size} on {task.target} failed in Opera's code: {exc}", flush=True)
+        return TaskOutcome(task, extra={"passed": [], "alone": list(task.members), "note": str(exc)})
+    return TaskOutcome(task, extra={"passed": batch.passed, "alone": batch.alone, "note": batch.note})
 
 
 def _exit_cause(code: int | None) -> str:
@@ -180,6 +199,7 @@ class LocalExecutor:
         self._finished: list[TaskOutcome] = []
         self._last_watch = 0.0
         self.replaced = 0  # workers replaced after a death, hang or memory kill
+        self.batched = 0  # tests decided (passed) inside a batch
         self.recycled = 0  # idle workers replaced because they held over half the memory limit
         self._startup_failures = 0
         # Targets whose warm-up op killed or hung a worker: later workers warm them up without it.
@@ -192,11 +212,13 @@ class LocalExecutor:
         self._queue.add(task)
 
     def free_slots(self) -> int:
-        # Keep a few tasks per worker queued so that each worker can find tests of its target.
-        return max(0, 4 * len(self._slots) - len(self._queue))
+        # Keep a few tasks per worker queued so that each worker can find tests of its target
+        # (a whole batch of them when batching).
+        per_worker = max(4, 2 * self.settings.batch) if self.settings.batch_targets else 4
+        return max(0, per_worker * len(self._slots) - len(self._queue))
 
     def in_flight(self) -> int:
-        return len(self._queue) + sum(1 for s in self._slots if s.task is not None)
+        return len(self._queue) + sum(s.task.size for s in self._slots if s.task is not None)
 
     def poll(self, timeout_s: float) -> list[TaskOutcome]:
         end = time.monotonic() + max(0.0, timeout_s)
@@ -295,6 +317,7 @@ class LocalExecutor:
             task = self._queue.take(slot.affinity, taken)
             if task is None:
                 continue
+            task = self._batched(slot, task)
             if slot.process is not None and self._bloated(slot):
                 self._retire(slot)
             if slot.process is None or not slot.process.is_alive():
@@ -307,6 +330,29 @@ class LocalExecutor:
             slot.deadline = now + (self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s)
             with contextlib.suppress(BrokenPipeError, OSError):  # a dead worker is found by _watch
                 slot.conn.send(task)  # type: ignore[union-attr]
+
+    def _batched(self, slot: _Slot, task: TestTask) -> TestTask:
+        """``task`` with more tests of its target compiled together, where the run batches that
+        target and the worker has already warmed it up (its first test runs alone)."""
+        if (
+            task.kind != "test"
+            or task.alone
+            or task.target not in self.settings.batch_targets
+            or self.settings.batch < 2
+            or slot.fresh
+            or slot.process is None
+            or slot.affinity != task.target
+        ):
+            return task
+        more = self._queue.take_more(task.target, self.settings.batch - 1)
+        if not more:
+            return task
+        return TestTask(task.seq, task.instance, task.target, kind="batch", members=(task, *more))
+
+    def _put_back_alone(self, tasks: list[TestTask]) -> None:
+        """A batch's tests that must run alone: first in line, in their planned order."""
+        for task in sorted(tasks, key=lambda t: t.seq, reverse=True):
+            self._queue.put_back(dataclasses.replace(task, alone=True))
 
     def _drain(self, slot: _Slot) -> None:
         """Read every message a worker sent; handle its death after the last one."""
@@ -333,7 +379,12 @@ class LocalExecutor:
                 slot.stage = Stage(payload)
             elif kind == "done":
                 slot.tasks_done += 1
-                self._finished.append(payload)
+                if slot.task.kind == "batch":
+                    self._finished.extend(payload.extra["passed"])
+                    self._put_back_alone(list(payload.extra["alone"]))
+                    self.batched += len(payload.extra["passed"])
+                else:
+                    self._finished.append(payload)
                 slot.task = None
 
     def _watch(self) -> None:
@@ -427,6 +478,9 @@ class LocalExecutor:
         self._kill(slot)
         self.replaced += 1
         slot.task = None
+        if task.kind == "batch":  # no verdict from a batch that died or hung: each test alone says
+            self._put_back_alone(list(task.members))
+            return
         if task.kind == "test":
             self._finished.append(
                 TaskOutcome(task, result=dead_worker_result(task, cause, slot.stage, duration, message))

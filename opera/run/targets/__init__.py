@@ -122,6 +122,9 @@ class Target(abc.ABC):
     unsupported_patterns: tuple[str, ...] = ()
     tolerances: Mapping[str, Any] = MappingProxyType({})
     test_only: bool = False  # fault-injecting / deliberately wrong targets used by Opera's own tests
+    # Worth compiling many tests as one model (``opera run --batch``): a per-model fixed cost (export,
+    # conversion) dominates a test and the library's template can ``combine`` models.
+    batchable: bool = False
     issue_tracker: str = ""  # where its bugs are reported upstream (``opera triage`` names it)
 
     def availability(self) -> str | None:

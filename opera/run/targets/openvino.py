@@ -194,6 +194,7 @@ def _reproducer_run(names: str = "None", keras_outputs: bool = False) -> str:
 class OvTorchTarget(_OvTarget):
     """torch.export's ExportedProgram -> ``convert_model`` (OpenVINO's FX/torch.export decoder)."""
 
+    batchable = True
     name = "ov-torch"
     library = "torch"
     requires = ("openvino", "torch")

@@ -99,6 +99,7 @@ class TestWrongTarget(_OrtTarget):
 
     __test__ = False
     name = "test-wrong"
+    batchable = True
 
     def run(self, compiled: _OrtSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
         return [_off_by_one(o) for o in super().run(compiled, inputs)]
@@ -132,12 +133,14 @@ class TestVariantsTarget(_OrtTarget):
 
 
 def fault_of(built: SingleOpModel) -> tuple[str | None, str]:
-    """(fault kind or None, stage) from the instance's ``source.test`` = ``fault:<kind>[@<stage>]``."""
-    test = built.instance.source.test
-    if not test.startswith("fault:"):
-        return None, "convert"
-    kind, _, stage = test[len("fault:") :].partition("@")
-    return kind, stage or "convert"
+    """(fault kind or None, stage) from the instance's ``source.test`` = ``fault:<kind>[@<stage>]``;
+    for a combined model (a batch), the first faulty part's."""
+    for inst in built.details.get("parts") or [built.instance]:
+        test = inst.source.test
+        if test.startswith("fault:"):
+            kind, _, stage = test[len("fault:") :].partition("@")
+            return kind, stage or "convert"
+    return None, "convert"
 
 
 def _inject(kind: str) -> None:
@@ -174,6 +177,7 @@ class TestFaultsTarget(_OrtTarget):
 
     __test__ = False
     name = "test-faults"
+    batchable = True  # opera run --batch: a fault anywhere in a batch hits the whole batch
 
     def convert(self, built: SingleOpModel) -> _OrtSession:
         kind, stage = fault_of(built)

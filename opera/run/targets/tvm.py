@@ -257,6 +257,7 @@ class _TvmTarget(Target):
 
 @register_target
 class TvmTorchTarget(_TvmTarget):
+    batchable = True
     name = "tvm-torch"
     library = "torch"
     requires = ("tvm", "tvm.relax", "torch")

@@ -1,0 +1,178 @@
+"""Batched compilation (issue 16, section 2): many tests of one target compiled as one model.
+
+For a ``batchable`` target (a per-model fixed cost, ``torch.export`` and the frontend's
+conversion, dominates a test), a worker takes K tests at once: it builds each instance and
+computes its reference as a single test would, combines the models into one
+(``Template.combine``: independent sub-computations, the parts' inputs in order), converts,
+compiles and runs that once, and judges each part's outputs against its own reference.
+
+A batch never decides anything but a pass. A part whose outputs pass is recorded as passing; every
+other test (its reference failed or disagreed with itself, it is a random operator, its part was
+inconsistent) goes back to the queue to run alone, so its verdict, signature, stage and
+reproducer are exactly those of a single run. A batch that fails as a whole to convert, compile or
+run (one part the compiler rejects) is halved and each half tried again, down to single parts,
+which run alone; the references are computed once. A batch that kills or hangs its worker sends
+all its tests back to run alone (the executor's part).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from opera.outcomes import Outcome, Stage, TestResult
+from opera.run.executors import TaskOutcome, TestTask
+
+__all__ = ["BatchOutcome", "execute_batch"]
+
+
+@dataclass
+class BatchOutcome:
+    """What a batch decided: the members that passed, and the members to run alone."""
+
+    passed: list[TaskOutcome]
+    alone: list[TestTask]
+    note: str = ""  # why nothing (or not everything) was decided in the batch
+
+
+@dataclass
+class _Part:
+    task: TestTask
+    built: Any
+    pristine: list[np.ndarray]
+    reference: list[np.ndarray]
+    reference_s: float
+
+
+def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Stage], None]) -> BatchOutcome:
+    from opera.run.execution import _build_options, _copies
+    from opera.templates import get_template
+    from opera.verdict.judge import input_dtypes
+    from opera.verdict.oracles import compare_outputs
+
+    state.load_configs()
+    target = state.target(tasks[0].target)
+    library = tasks[0].instance.library
+    template = get_template(library)
+    parts: list[_Part] = []
+    alone: list[TestTask] = []
+    report_stage(Stage.REFERENCE)
+    for task in tasks:
+        inst = task.instance
+        started = time.perf_counter()
+        if task.kind != "test" or inst.library != library or state.oracle.is_random(inst.api) or state.settings.rules:
+            alone.append(task)
+            continue
+        try:
+            built = template.build(inst, state.settings.seed, **_build_options(inst, state.settings))
+            pristine = _copies(built.inputs)
+            built.inputs = _copies(pristine)
+            reference = template.reference(built)
+            built.inputs = _copies(pristine)
+            second = template.reference(built)
+            built.inputs = _copies(pristine)
+        except Exception:  # invalid: its own run says so, with its message
+            alone.append(task)
+            continue
+        again = compare_outputs(reference, second, state.oracle, target=None, input_dtypes=input_dtypes(pristine))
+        if not again.consistent or not all(isinstance(x, np.ndarray) for x in pristine):
+            alone.append(task)
+            continue
+        parts.append(_Part(task, built, pristine, reference, time.perf_counter() - started))
+    passed: list[TaskOutcome] = []
+    notes: list[str] = []
+    _bisect(parts, target, template, state, report_stage, passed, alone, notes)
+    alone.sort(key=lambda t: t.seq)
+    return BatchOutcome(passed, alone, "; ".join(notes))
+
+
+def _bisect(
+    parts: list[_Part],
+    target: Any,
+    template: Any,
+    state: Any,
+    report_stage: Callable[[Stage], None],
+    passed: list[TaskOutcome],
+    alone: list[TestTask],
+    notes: list[str],
+) -> None:
+    """Compile ``parts`` as one model and judge each part; when the whole fails (a part the
+    compiler rejects), split it in halves and try each (a single part goes to run alone)."""
+    if len(parts) < 2:
+        alone.extend(p.task for p in parts)
+        return
+    failure = _compile_and_judge(parts, target, template, state, report_stage, passed, alone)
+    if failure is None:
+        return
+    notes.append(f"a batch of {len(parts)} failed ({failure}): halved")
+    half = len(parts) // 2
+    _bisect(parts[:half], target, template, state, report_stage, passed, alone, notes)
+    _bisect(parts[half:], target, template, state, report_stage, passed, alone, notes)
+
+
+def _compile_and_judge(
+    parts: list[_Part],
+    target: Any,
+    template: Any,
+    state: Any,
+    report_stage: Callable[[Stage], None],
+    passed: list[TaskOutcome],
+    alone: list[TestTask],
+) -> str | None:
+    """One build of the combined parts; its passes to ``passed``, other parts to ``alone``. Returns
+    why the batch as a whole failed (nothing recorded then), or None."""
+    from opera.verdict.judge import judge_outputs
+
+    combined = template.combine([p.built for p in parts])
+    if combined is None:
+        return "the parts cannot be combined"
+    started = time.perf_counter()
+    try:
+        report_stage(Stage.CONVERT)
+        converted = target.convert(combined)
+        report_stage(Stage.COMPILE)
+        compiled = target.compile(converted)
+        report_stage(Stage.RUN)
+        outputs = target.run(compiled, [x.copy() for x in combined.inputs])
+    except Exception as exc:  # which part failed, and how, is for each test alone to say
+        return type(exc).__name__
+    if getattr(compiled, "masked_crash", None) is not None:
+        return "the batch needed a fallback pipeline"
+    counts = [len(p.reference) for p in parts]
+    if len(outputs) != sum(counts):
+        return f"{len(outputs)} outputs for {sum(counts)} expected"
+    share = (time.perf_counter() - started) / len(parts)
+    report_stage(Stage.COMPARE)
+    start = 0
+    for part, count in zip(parts, counts, strict=True):
+        mine = outputs[start : start + count]
+        start += count
+        inst = part.task.instance
+        base = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite}
+        reference_name = {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
+
+        def finish(
+            outcome: Outcome,
+            stage: Stage,
+            _base: dict[str, Any] = base,
+            _part: _Part = part,
+            _ref: dict[str, str] = reference_name,
+            **kw: Any,
+        ) -> TestResult:
+            extra = {**_ref, "batched": len(parts), **kw.pop("extra", {})}
+            return TestResult(**_base, outcome=outcome, stage=stage, duration=_part.reference_s + share, extra=extra, **kw)
+
+        try:
+            result = judge_outputs(state.oracle, target, part.built, part.pristine, part.reference, mine, None, finish)
+        except Exception:
+            alone.append(part.task)
+            continue
+        if result.outcome is Outcome.PASS:
+            passed.append(TaskOutcome(part.task, result=result))
+        else:
+            alone.append(part.task)
+    return None

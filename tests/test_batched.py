@@ -1,0 +1,87 @@
+"""Batched compilation (opera.run.batch, issue 16 section 2): a batch decides only passes, every other
+test runs alone, so each verdict, stage and signature is the one its unbatched run gives. Checked on
+the fault-injecting test targets (a crashing, a segfaulting and a hanging instance among passing
+ones; an all-inconsistent target) and on the real tvm-torch and ov-torch."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _run_fixtures import fault, relus, write
+
+from opera.cli import main
+from opera.model import InstanceKind, OperatorInstance, Source
+from opera.templates import get_template
+
+
+def _verdicts(store: Path) -> dict[tuple[str, str], tuple]:
+    rows = sqlite3.connect(store).execute("SELECT instance_id, target, outcome, stage, signature FROM results")
+    return {(r[0], r[1]): r[2:] for r in rows}
+
+
+def _run(corpus: Path, store: Path, targets: list[str], batch: int, capsys) -> str:
+    args = ["run", str(corpus), "--store", str(store), "--workers", "1", "--timeout", "8", "--no-verify", "-q"]
+    for target in targets:
+        args += ["-t", target]
+    assert main([*args, "--batch", str(batch)]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_faults_in_a_batch_get_the_verdicts_of_their_single_runs(tmp_path, capsys) -> None:
+    tests = relus(3) + [fault("raise", 1)] + relus(3, start=10) + [fault("segv", 2)] + relus(3, start=20)
+    tests += [fault("hang", 3)] + relus(3, start=30)
+    corpus = write(tmp_path / "c.jsonl", tests)
+    alone = _run(corpus, tmp_path / "alone.db", ["test-faults", "test-wrong"], 1, capsys)
+    batched = _run(corpus, tmp_path / "batched.db", ["test-faults", "test-wrong"], 4, capsys)
+    assert "passed in batches" not in alone
+    assert "test(s) passed in batches of up to 4 (test-faults, test-wrong)" in batched
+    one, many = _verdicts(tmp_path / "alone.db"), _verdicts(tmp_path / "batched.db")
+    assert one == many and len(one) == 2 * len(tests)
+    outcomes = {v[0] for k, v in many.items() if k[1] == "test-faults"}
+    assert outcomes == {"pass", "crash", "native-crash", "timeout"}
+    assert {v[0] for k, v in many.items() if k[1] == "test-wrong"} == {"inconsistent"}
+    # some tests were decided in a batch: the count is in the summary line
+    decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+    assert 0 < decided <= 12
+
+
+def test_onnx_parts_combine_into_one_graph_without_sharing_names() -> None:
+    template = get_template("onnx")
+    parts = [template.build(inst, 0) for inst in relus(3)]
+    combined = template.combine(parts)
+    assert combined is not None and combined.input_names == [f"p{k}_{n}" for k in range(3) for n in parts[k].input_names]
+    assert len(combined.model.graph.node) == 3 and len(combined.model.graph.output) == 3
+    outputs = template.reference(combined)
+    for part, out in zip(parts, outputs, strict=True):
+        assert np.array_equal(template.reference(part)[0], out)
+
+
+def _torch_op(api: str, *args: np.ndarray) -> OperatorInstance:
+    return OperatorInstance(library="torch", api=api, kind=InstanceKind.FUNCTION, args=args, source=Source(suite="t", test=api))
+
+
+@pytest.mark.slow
+def test_real_torch_targets_give_the_same_verdicts_batched(tmp_path, capsys) -> None:
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    tests = [
+        _torch_op("torch.nn.functional.relu", x),
+        _torch_op("torch.sigmoid", x),
+        _torch_op("torch.add", x, x + 1),
+        _torch_op("torch.Tensor.mul", np.zeros((0, 1, 3), np.float32), np.zeros((0, 10, 3), np.float32)),
+        _torch_op("torch.tanh", x),
+        _torch_op("torch.nn.functional.softmax", x),
+        _torch_op("torch.exp", x),
+        _torch_op("torch.abs", x),
+        _torch_op("torch.neg", x),
+    ]
+    corpus = write(tmp_path / "c.jsonl", tests)
+    _run(corpus, tmp_path / "alone.db", ["tvm-torch", "ov-torch"], 1, capsys)
+    batched = _run(corpus, tmp_path / "batched.db", ["tvm-torch", "ov-torch"], 8, capsys)
+    assert _verdicts(tmp_path / "alone.db") == _verdicts(tmp_path / "batched.db")
+    assert "test(s) passed in batches of up to 8 (tvm-torch, ov-torch)" in batched
+    decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+    assert decided >= 8  # of 18 tests: each target's first runs alone (warm-up), the empty mul alone
