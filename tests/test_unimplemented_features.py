@@ -11,6 +11,7 @@ declared pattern; these tests run the real corpus instances on the real frontend
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -127,3 +128,25 @@ def test_openvino_says_which_resize_modes_it_lacks(state) -> None:
     result = _run(state, _instance("onnx", "test_resize_downsample_scales_linear_half_pixel_symmetric"), "ov-onnx")
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
     assert "coordinate transformation mode is not supported" in result.message
+
+
+def test_openvino_integers_past_int32_are_a_documented_gap() -> None:
+    """OpenVINO's CPU plugin computes integers in i32 (CPU device docs): Min(3, 2**63 - 1) comes
+    back as -1. Values past int32 are a coverage gap (unsupported, with the reason); the same
+    operator on int64 values inside int32 is judged as usual."""
+    from opera.model import InstanceKind, OperatorInstance, Source
+    from opera.outcomes import Outcome
+    from opera.run.execution import WorkerState, _execute_test
+    from opera.run.executors import TestTask, WorkerSettings
+
+    def verdict(b: np.ndarray) -> tuple[Outcome, str]:
+        inst = OperatorInstance(
+            library="onnx", api="onnx::Min", kind=InstanceKind.ONNX_NODE, inputs=(np.array([3, 3, 2, 1], np.int64), b),
+            extra={"domain": "", "n_outputs": 1, "opset": 13}, source=Source(suite="t", test="min"),
+        )  # fmt: skip
+        result, _ = _execute_test(TestTask(0, inst, "ov-onnx"), WorkerState(WorkerSettings()), lambda stage: None)
+        return result.outcome, result.message
+
+    outcome, message = verdict(np.array([2**63 - 1, 2**63 - 1, 2**63 - 1, 0], np.int64))
+    assert outcome is Outcome.UNSUPPORTED and "computes integers in i32" in message
+    assert verdict(np.array([7, 1, 9, 0], np.int64))[0] is Outcome.PASS
