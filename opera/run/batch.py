@@ -108,10 +108,39 @@ def _bisect(
     failure = _compile_and_judge(parts, target, template, state, report_stage, passed, alone)
     if failure is None:
         return
-    notes.append(f"a batch of {len(parts)} failed ({failure}): halved")
+    blamed = [p for p in parts if _blames(target, p, failure)]
+    if blamed and len(blamed) < len(parts):
+        notes.append(f"a batch of {len(parts)} failed naming {len(blamed)} part(s): those run alone")
+        alone.extend(p.task for p in blamed)
+        _bisect([p for p in parts if p not in blamed], target, template, state, report_stage, passed, alone, notes)
+        return
+    notes.append(f"a batch of {len(parts)} failed ({failure.splitlines()[0][:80]}): halved")
     half = len(parts) // 2
     _bisect(parts[:half], target, template, state, report_stage, passed, alone, notes)
     _bisect(parts[half:], target, template, state, report_stage, passed, alone, notes)
+
+
+def _blames(target: Any, part: _Part, failure: str) -> bool:
+    """Does the batch's failure name this part: an operator of its program (``aten.<op>``,
+    ``'<op>.`` or ``aten::<op>`` in the message, as the frontends name what they cannot convert),
+    a rare dtype of its inputs (``torch.complex64``), or can its program not even be made (the
+    export fails)? Cheap attribution before halving; a part wrongly blamed only runs alone."""
+    for value in part.pristine:  # a dtype the frontend names ("input_type torch.complex64 is not handled")
+        dtype = np.asarray(value).dtype.name
+        if dtype not in ("float32", "int64", "bool") and f"torch.{dtype}" in failure:
+            return True
+    try:
+        names = target.converter_name(part.built)
+    except Exception:
+        return True
+    if not names:
+        return False
+    for name in names.split("+"):
+        base = name.split(".")[1] if name.startswith("aten.") and name.count(".") >= 1 else name
+        # TVM: "Unsupported function types ['addmv.default']"; OpenVINO: "aten::addmv"
+        if any(mark in failure for mark in (f"aten.{base}.", f"'{base}.", f"aten::{base}")):
+            return True
+    return False
 
 
 def _compile_and_judge(
@@ -139,7 +168,7 @@ def _compile_and_judge(
         report_stage(Stage.RUN)
         outputs = target.run(compiled, [x.copy() for x in combined.inputs])
     except Exception as exc:  # which part failed, and how, is for each test alone to say
-        return type(exc).__name__
+        return f"{type(exc).__name__}: {exc}"[:4000]
     if getattr(compiled, "masked_crash", None) is not None:
         return "the batch needed a fallback pipeline"
     counts = [len(p.reference) for p in parts]

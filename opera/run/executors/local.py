@@ -148,6 +148,8 @@ def _execute_batch(task: TestTask, state: Any, conn: Connection) -> TaskOutcome:
     except Exception as exc:
         print(f"opera worker: batch of {task.size} on {task.target} failed in Opera's code: {exc}", flush=True)
         return TaskOutcome(task, extra={"passed": [], "alone": list(task.members), "note": str(exc)})
+    if batch.note:
+        print(f"opera worker: batch of {task.size} on {task.target}: {batch.note}", flush=True)
     return TaskOutcome(task, extra={"passed": batch.passed, "alone": batch.alone, "note": batch.note})
 
 
