@@ -55,6 +55,22 @@ __all__ = [
 
 SCHEMA_VERSION = 5
 
+# One row per (test, rule) of the oracles beside the reference (opera.run.rules).
+_RULE_RESULTS = """CREATE TABLE IF NOT EXISTS rule_results (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    instance_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    signature TEXT,
+    distance REAL,
+    duration REAL NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run, instance_id, target, rule)
+);
+CREATE INDEX IF NOT EXISTS rule_results_by_signature ON rule_results(signature);
+"""
+
 # Migrations from an older schema version to the next one (applied in order, in one transaction).
 _MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';",  # 1 -> 2: run ownership
@@ -73,20 +89,7 @@ UPDATE bugs SET example_api = COALESCE((SELECT r.api FROM results r WHERE r.sign
     # (tvm-keras ConvertLayout): kept with the result, and a bug of its own
     3: "ALTER TABLE results ADD COLUMN masked_signature TEXT;",
     # 4 -> 5: the outcome of each metamorphic/differential rule on a test (opera.run.rules)
-    4: """CREATE TABLE IF NOT EXISTS rule_results (
-    run INTEGER NOT NULL REFERENCES runs(id),
-    instance_id TEXT NOT NULL,
-    target TEXT NOT NULL,
-    rule TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    signature TEXT,
-    distance REAL,
-    duration REAL NOT NULL,
-    message TEXT NOT NULL,
-    PRIMARY KEY (run, instance_id, target, rule)
-);
-CREATE INDEX IF NOT EXISTS rule_results_by_signature ON rule_results(signature);
-""",
+    4: _RULE_RESULTS,
 }
 
 
@@ -133,20 +136,7 @@ CREATE TABLE IF NOT EXISTS results (
     UNIQUE (run, instance_id, target)
 );
 CREATE INDEX IF NOT EXISTS results_by_signature ON results(signature);
-CREATE TABLE IF NOT EXISTS rule_results (
-    run INTEGER NOT NULL REFERENCES runs(id),
-    instance_id TEXT NOT NULL,
-    target TEXT NOT NULL,
-    rule TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    signature TEXT,
-    distance REAL,
-    duration REAL NOT NULL,
-    message TEXT NOT NULL,
-    PRIMARY KEY (run, instance_id, target, rule)
-);
-CREATE INDEX IF NOT EXISTS rule_results_by_signature ON rule_results(signature);
-CREATE TABLE IF NOT EXISTS bugs (
+""" + _RULE_RESULTS + """CREATE TABLE IF NOT EXISTS bugs (
     signature TEXT PRIMARY KEY,
     target TEXT NOT NULL,
     outcome TEXT NOT NULL,

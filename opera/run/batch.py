@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -83,41 +83,44 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
             alone.append(task)
             continue
         parts.append(_Part(task, built, pristine, reference, time.perf_counter() - started))
-    passed: list[TaskOutcome] = []
-    notes: list[str] = []
-    _bisect(parts, target, template, state, report_stage, passed, alone, notes)
+    run = _BatchRun(target, template, state, report_stage, alone=alone)
+    _bisect(parts, run)
     alone.sort(key=lambda t: t.seq)
-    return BatchOutcome(passed, alone, "; ".join(notes))
+    return BatchOutcome(run.passed, alone, "; ".join(run.notes))
 
 
-def _bisect(
-    parts: list[_Part],
-    target: Any,
-    template: Any,
-    state: Any,
-    report_stage: Callable[[Stage], None],
-    passed: list[TaskOutcome],
-    alone: list[TestTask],
-    notes: list[str],
-) -> None:
+@dataclass
+class _BatchRun:
+    """What every build of one batch shares, and what the builds decided."""
+
+    target: Any
+    template: Any
+    state: Any
+    report_stage: Callable[[Stage], None]
+    passed: list[TaskOutcome] = field(default_factory=list)
+    alone: list[TestTask] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _bisect(parts: list[_Part], run: _BatchRun) -> None:
     """Compile ``parts`` as one model and judge each part; when the whole fails (a part the
     compiler rejects), split it in halves and try each (a single part goes to run alone)."""
     if len(parts) < 2:
-        alone.extend(p.task for p in parts)
+        run.alone.extend(p.task for p in parts)
         return
-    failure = _compile_and_judge(parts, target, template, state, report_stage, passed, alone)
+    failure = _compile_and_judge(parts, run)
     if failure is None:
         return
-    blamed = [p for p in parts if _blames(target, p, failure)]
+    blamed = [p for p in parts if _blames(run.target, p, failure)]
     if blamed and len(blamed) < len(parts):
-        notes.append(f"a batch of {len(parts)} failed naming {len(blamed)} part(s): those run alone")
-        alone.extend(p.task for p in blamed)
-        _bisect([p for p in parts if p not in blamed], target, template, state, report_stage, passed, alone, notes)
+        run.notes.append(f"a batch of {len(parts)} failed naming {len(blamed)} part(s): those run alone")
+        run.alone.extend(p.task for p in blamed)
+        _bisect([p for p in parts if p not in blamed], run)
         return
-    notes.append(f"a batch of {len(parts)} failed ({failure.splitlines()[0][:80]}): halved")
+    run.notes.append(f"a batch of {len(parts)} failed ({failure.splitlines()[0][:80]}): halved")
     half = len(parts) // 2
-    _bisect(parts[:half], target, template, state, report_stage, passed, alone, notes)
-    _bisect(parts[half:], target, template, state, report_stage, passed, alone, notes)
+    _bisect(parts[:half], run)
+    _bisect(parts[half:], run)
 
 
 def _blames(target: Any, part: _Part, failure: str) -> bool:
@@ -143,20 +146,13 @@ def _blames(target: Any, part: _Part, failure: str) -> bool:
     return False
 
 
-def _compile_and_judge(
-    parts: list[_Part],
-    target: Any,
-    template: Any,
-    state: Any,
-    report_stage: Callable[[Stage], None],
-    passed: list[TaskOutcome],
-    alone: list[TestTask],
-) -> str | None:
+def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
     """One build of the combined parts; its passes to ``passed``, other parts to ``alone``. Returns
     why the batch as a whole failed (nothing recorded then), or None."""
     from opera.verdict.judge import judge_outputs
 
-    combined = template.combine([p.built for p in parts])
+    target, state, report_stage = run.target, run.state, run.report_stage
+    combined = run.template.combine([p.built for p in parts])
     if combined is None:
         return "the parts cannot be combined"
     started = time.perf_counter()
@@ -198,10 +194,10 @@ def _compile_and_judge(
         try:
             result = judge_outputs(state.oracle, target, part.built, part.pristine, part.reference, mine, None, finish)
         except Exception:
-            alone.append(part.task)
+            run.alone.append(part.task)
             continue
         if result.outcome is Outcome.PASS:
-            passed.append(TaskOutcome(part.task, result=result))
+            run.passed.append(TaskOutcome(part.task, result=result))
         else:
-            alone.append(part.task)
+            run.alone.append(part.task)
     return None
