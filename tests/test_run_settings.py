@@ -36,6 +36,7 @@ def _settings_flags(tmp_path: Path) -> list[str]:
         "--torch-tensor-args", "inputs",
         "--onnx-data-inputs", "constants",
         "--oracle", "reference,optlevel,batch",
+        "--batch", "8",
     ]  # fmt: skip
 
 
