@@ -27,7 +27,29 @@ import numpy as np
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask
 
-__all__ = ["BatchOutcome", "execute_batch"]
+__all__ = ["BatchOutcome", "execute_batch", "failing_operators", "operator_name", "remember_failure"]
+
+
+def operator_name(api: str) -> str:
+    """``torch.add`` and ``torch.Tensor.add`` are one operator to a frontend: ``add``."""
+    return api.rsplit(".", 1)[-1].rstrip("_")
+
+
+def failing_operators(state: Any) -> set[str]:
+    """The operators that did not pass in this worker so far (its history): a batch holding one
+    would most likely fail as a whole, so such tests run alone from the start."""
+    found: set[str] | None = getattr(state, "failing_operators", None)
+    if found is None:
+        found = set()
+        state.failing_operators = found
+    return found
+
+
+def remember_failure(state: Any, task: TestTask, outcome: TaskOutcome) -> None:
+    """After a single test: keep its operator when it did not pass."""
+    result = outcome.result
+    if task.kind == "test" and result is not None and result.outcome is not Outcome.PASS:
+        failing_operators(state).add(operator_name(task.instance.api))
 
 
 @dataclass
@@ -64,7 +86,13 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
     for task in tasks:
         inst = task.instance
         started = time.perf_counter()
-        if task.kind != "test" or inst.library != library or state.oracle.is_random(inst.api) or state.settings.rules:
+        if (
+            task.kind != "test"
+            or inst.library != library
+            or state.oracle.is_random(inst.api)
+            or state.settings.rules
+            or operator_name(inst.api) in failing_operators(state)
+        ):
             alone.append(task)
             continue
         try:
@@ -112,6 +140,7 @@ def _bisect(parts: list[_Part], run: _BatchRun) -> None:
     if failure is None:
         return
     blamed = [p for p in parts if _blames(run.target, p, failure)]
+    failing_operators(run.state).update(operator_name(p.task.instance.api) for p in blamed)
     if blamed and len(blamed) < len(parts):
         run.notes.append(f"a batch of {len(parts)} failed naming {len(blamed)} part(s): those run alone")
         run.alone.extend(p.task for p in blamed)

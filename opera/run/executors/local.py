@@ -129,6 +129,10 @@ def _worker_main(
                 outcome = _execute_batch(task, state, conn)
             else:
                 outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
+                if settings.batch_targets:
+                    from opera.run.batch import remember_failure
+
+                    remember_failure(state, task, outcome)
         except (BrokenPipeError, EOFError):
             return  # the parent is gone
         except Exception as exc:  # a bug in Opera itself, not a verdict on the compiler
