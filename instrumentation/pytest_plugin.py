@@ -25,6 +25,43 @@ from opera.model import Source
 
 _state: dict[str, Any] = {}
 
+# The verdict of an instance recorded inside an expected-error block: the harvest keeps it (the
+# validity gate does not run it again), and runs leave it out like every invalid instance.
+EXPECTED_ERROR = "expected error: recorded inside pytest.raises / assertRaises, where the test expects the call to fail"
+
+
+def _watch_expected_errors() -> None:
+    """Count how deep the running test is inside ``pytest.raises(...)`` / ``self.assertRaises(...)``
+    (context or callable form, ``assertRaisesRegex`` too): wrap their context managers'
+    ``__enter__``/``__exit__`` for the rest of the session."""
+    import unittest.case
+
+    classes: list[Any] = [unittest.case._AssertRaisesContext]
+    try:
+        import _pytest.raises as pytest_raises
+
+        classes += [getattr(pytest_raises, n) for n in ("RaisesExc", "RaisesGroup") if hasattr(pytest_raises, n)]
+    except ImportError:  # older pytest: RaisesContext in _pytest.python_api
+        import _pytest.python_api as pytest_api
+
+        classes += [c for c in (getattr(pytest_api, "RaisesContext", None),) if c is not None]
+    for cls in classes:
+        enter, exit_ = cls.__enter__, cls.__exit__
+        if getattr(enter, "_opera_wrapped", False):
+            continue
+
+        def entered(self: Any, *args: Any, _enter: Any = enter, **kwargs: Any) -> Any:
+            _state["expecting_error"] = _state.get("expecting_error", 0) + 1
+            return _enter(self, *args, **kwargs)
+
+        def exited(self: Any, *args: Any, _exit: Any = exit_, **kwargs: Any) -> Any:
+            _state["expecting_error"] = max(0, _state.get("expecting_error", 0) - 1)
+            return _exit(self, *args, **kwargs)
+
+        entered._opera_wrapped = True  # type: ignore[attr-defined]
+        cls.__enter__ = entered
+        cls.__exit__ = exited
+
 
 def worker_output_path(out: str, worker: str) -> str:
     """Raw file of one pytest-xdist worker: ``gw0.raw.jsonl.gz`` next to ``raw.jsonl.gz``."""
@@ -58,7 +95,11 @@ def pytest_configure(config: pytest.Config) -> None:
     def sink(inst: Any) -> None:
         if limit and writer.written >= limit:
             return
+        if _state.get("expecting_error", 0) > 0:  # the test expects this call to fail
+            inst = inst.with_verdict(False, EXPECTED_ERROR)
         writer.write(inst)
+
+    _watch_expected_errors()
 
     recorder = get_recorder(library, sink)
     recorder.install()

@@ -227,3 +227,50 @@ def test_module_built_while_paused_is_still_an_object_spec() -> None:
     (inst,) = recorded
     assert inst.kwargs["distance_function"] == ObjectSpec("torch.nn.PairwiseDistance", (), {"p": 1.0})
     assert TorchTemplate().validate(inst).valid
+
+
+EXPECTING_SUITE = textwrap.dedent(
+    """
+    import unittest
+
+    import pytest
+    import torch
+    import torch.nn.functional as F
+
+    def test_plain_and_expected_errors():
+        x = torch.ones(2, 3)
+        F.relu(x)
+        with pytest.raises(RuntimeError):
+            y = torch.tanh(x)  # runs, but inside the block: part of what the test expects to fail
+            torch.matmul(y, y)  # (2, 3) @ (2, 3): the shape error (a call that raises is never recorded)
+        F.gelu(x)
+
+    class TestCase(unittest.TestCase):
+        def test_assert_raises(self):
+            x = torch.ones(2, 3)
+            with self.assertRaisesRegex(RuntimeError, "shapes"):
+                z = torch.exp(x)
+                torch.mm(z, z)
+            self.assertRaises(RuntimeError, torch.bmm, x, x)
+            torch.sigmoid(x)
+    """
+)
+
+
+@pytest.mark.slow
+def test_calls_inside_expected_error_blocks_are_marked_and_left_out(tmp_path: Path) -> None:
+    """Issue 17, faithful harvest 1: a call the test expects to fail is recorded as invalid with
+    the reason (runs leave invalid instances out), the rest of the test as usual."""
+    (tmp_path / "test_expecting.py").write_text(EXPECTING_SUITE)
+    out = tmp_path / "torch.jsonl.gz"
+    proc = subprocess.run(
+        [sys.executable, "-m", "opera.cli", "harvest", "torch", "-o", str(out), "--", str(tmp_path / "test_expecting.py")],
+        capture_output=True, text=True, env=ENV, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    by_api = {i.api: i for i in read_corpus(out)}
+    for api in ("torch.tanh", "torch.exp"):
+        assert by_api[api].valid is False and by_api[api].invalid_reason.startswith("expected error:"), api
+    for api in ("torch.nn.functional.relu", "torch.nn.functional.gelu", "torch.sigmoid"):
+        assert by_api[api].valid is True, api
+    assert not {"torch.matmul", "torch.mm", "torch.bmm"} & set(by_api)  # they raised: never recorded
