@@ -21,6 +21,13 @@ from pathlib import Path
 FAILURES = ("crash", "native-crash", "timeout", "inconsistent")
 
 
+def _relative(message: str) -> str:
+    """Tracebacks name files by absolute path: keep them from the repository or site-packages on."""
+    import re
+
+    return re.sub(r'File "[^"]*?/((?:site-packages|opera|templates|instrumentation)/)', r'File "\1', message)
+
+
 def findings(store: Path, run: int | None) -> dict:
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     where, params = ("WHERE u.run=?", (run,)) if run is not None else ("", ())
@@ -45,6 +52,7 @@ def findings(store: Path, run: int | None) -> dict:
             entry["tests"] += 1
             if verdict not in FAILURES:
                 entry["beyond_reference"] += 1
+            entry["message"] = _relative(entry["message"])
             if len(entry["examples"]) < 3:
                 entry["examples"].append({"instance": iid, "api": api, "test_verdict": verdict})
     per_rule = {}
