@@ -27,7 +27,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ __all__ = [
     "RuleResult",
     "VariantRule",
     "parse_oracles",
+    "which_agrees",
     "rule_names",
     "run_rules",
 ]
@@ -59,7 +60,6 @@ REFERENCE = "reference"  # the library's reference: every test's own verdict, al
 # not-applicable (with the reason), nondeterministic (the default pipeline disagrees with itself),
 # unsupported (the variant says it does not implement something), harness-error (Opera's code).
 RULE_OUTCOMES = ("pass", "inconsistent", "crash", "not-applicable", "nondeterministic", "unsupported", "harness-error")
-RULE_FAILURES = frozenset({"inconsistent", "crash"})
 
 
 @dataclass
@@ -75,14 +75,6 @@ class RuleResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RuleResult:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-    @property
-    def is_failure(self) -> bool:
-        return self.outcome in RULE_FAILURES
 
 
 @dataclass
@@ -101,7 +93,6 @@ class RuleContext:
     unsupported: UnsupportedPatterns
     build: Callable[[OperatorInstance], Any]  # the template's build with the run's seed and options
     values_comparable: bool = True  # False: random op / nondeterministic / undefined values
-    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def target_name(self) -> str:
@@ -139,7 +130,6 @@ class Rule(abc.ABC):
     (``crashed``)."""
 
     name: str = ""
-    summary: str = ""  # one line for ``opera run --help`` and the docs
 
     @abc.abstractmethod
     def check(self, ctx: RuleContext) -> RuleResult:
@@ -149,17 +139,20 @@ class Rule(abc.ABC):
     def passed(self, comparison: Comparison | None = None, message: str = "") -> RuleResult:
         return RuleResult(self.name, "pass", distance=comparison.distance if comparison else None, message=message)
 
-    def crashed(self, ctx: RuleContext, exc: BaseException, where: str) -> RuleResult:
+    def crashed(self, ctx: RuleContext, exc: BaseException, where: str, via: Any = None) -> RuleResult:
         """The compiler raised on the variant where the default pipeline did not: a crash of the
-        rule (or ``unsupported`` in the target's own words)."""
-        if isinstance(exc, Exception) and ctx.unsupported.match(exc, ctx.target_name, ctx.target.compiler) is not None:
+        rule (or ``unsupported`` in the target's own words). ``via``: the other target the variant
+        went through (``paths``), whose frames and patterns judge the exception; its name joins the
+        signature, which stays one of the test's target."""
+        crashed_on = via if via is not None else ctx.target
+        if isinstance(exc, Exception) and ctx.unsupported.match(exc, crashed_on.name, crashed_on.compiler) is not None:
             return RuleResult(self.name, "unsupported", message=first_lines(f"{where}: {exc}", 2000))
-        base = target_crash_signature(exc, ctx.target_name, ctx.target)
-        kind, _, rest = base.split(":", 2)
+        kind, _, rest = target_crash_signature(exc, crashed_on.name, crashed_on).split(":", 2)
+        through = f"{via.name}:" if via is not None else ""
         return RuleResult(
             self.name,
             "crash",
-            signature=f"{kind}:{ctx.target_name}:rule={self.name}:{rest}",
+            signature=f"{kind}:{ctx.target_name}:rule={self.name}:{through}{rest}",
             message=first_lines(f"{where}; the default pipeline ran this model\n{traceback_text(exc)}", 4000),
         )
 
@@ -204,10 +197,10 @@ class Rule(abc.ABC):
                 distance=comparison.distance,
                 message=f"the default pipeline or the variant disagrees with itself on another run; {what}: {comparison.reason}"[:2000],
             )
-        return self.differs(ctx, comparison, what, agrees=_which_agrees(ctx, ctx.outputs, outputs, ("default", self.name)))
+        return self.differs(ctx, comparison, what, agrees=which_agrees(ctx, ctx.outputs, outputs, ("default", self.name)))
 
 
-def _which_agrees(ctx: RuleContext, first: list[Any], second: list[Any], names: tuple[str, str]) -> str | None:
+def which_agrees(ctx: RuleContext, first: list[Any], second: list[Any], names: tuple[str, str]) -> str | None:
     """Which of two compiler computations the library's reference agrees with (None: both or none,
     or the values are not comparable)."""
     if not ctx.values_comparable:

@@ -57,7 +57,6 @@ def _rows(outputs: list[Any], index: int) -> list[Any]:
 @RULES.register("batch")
 class BatchRule(Rule):
     name = "batch"
-    summary = "outputs on a batch equal the outputs on its slices, where the library's do"
 
     def check(self, ctx: RuleContext) -> RuleResult:
         from opera.run.targets import ArtifactError, HarnessError, NotApplicable

@@ -22,7 +22,6 @@ from opera.run.rules import RULES, Rule, RuleContext, RuleResult
 @RULES.register("compilers")
 class CompilersRule(Rule):
     name = "compilers"
-    summary = "where the library's reference is unstable, this compiler agrees with the majority of the others"
 
     def check(self, ctx: RuleContext) -> RuleResult:
         from opera.run.targets import NotApplicable, all_targets

@@ -13,5 +13,4 @@ from opera.run.rules import RULES, VariantRule
 @RULES.register("optlevel")
 class OptLevelRule(VariantRule):
     name = "optlevel"
-    summary = "the model compiled at another optimization level agrees with the default build"
     what = "the build at the other optimization level"

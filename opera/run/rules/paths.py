@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.run.rules import RULES, Rule, RuleContext, RuleResult
-from opera.verdict.judge import first_lines, traceback_text
-from opera.verdict.signature import target_crash_signature
+from opera.run.rules import RULES, Rule, RuleContext, RuleResult, which_agrees
 
 # The compiler -> the name of its ONNX target.
 ONNX_TARGET = {"tvm": "tvm-onnx", "openvino": "ov-onnx"}
@@ -84,7 +82,6 @@ EXPORTERS = {"torch": ("torch.onnx.export", export_onnx), "keras": ("tf2onnx", e
 @RULES.register("paths")
 class PathsRule(Rule):
     name = "paths"
-    summary = "a torch or Keras model through the compiler's ONNX frontend (torch.onnx, tf2onnx) agrees with its own frontend"
 
     def check(self, ctx: RuleContext) -> RuleResult:
         from opera.run.targets import NotApplicable, get_target
@@ -129,30 +126,14 @@ class PathsRule(Rule):
         try:
             outputs = other.run(other.compile(other.convert(onnx_built)), ctx.fresh_inputs())
         except Exception as exc:
-            return self._onnx_crash(ctx, other, exc, exporter)
+            from opera.run.targets import HarnessError
+
+            if isinstance(exc, HarnessError):
+                raise
+            where = f"{other.name} failed on the {exporter} export that onnxruntime runs and {ctx.target_name} converts"
+            return self.crashed(ctx, exc, where, via=other)
         comparison = ctx.compare(ctx.outputs, outputs)
         if comparison.consistent:
             return self.passed(comparison, f"{ctx.target_name} and {other_name} agree")
-        own_ok = ctx.compare(ctx.reference, ctx.outputs).consistent
-        onnx_ok = ctx.compare(ctx.reference, outputs).consistent
-        agrees = ctx.target_name if own_ok and not onnx_ok else other_name if onnx_ok and not own_ok else "neither"
+        agrees = which_agrees(ctx, ctx.outputs, outputs, (ctx.target_name, other_name))
         return self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
-
-    def _onnx_crash(self, ctx: RuleContext, other: Any, exc: BaseException, exporter: str) -> RuleResult:
-        from opera.run.targets import HarnessError
-
-        if isinstance(exc, HarnessError):
-            raise exc
-        if isinstance(exc, Exception) and ctx.unsupported.match(exc, other.name, other.compiler) is not None:
-            return RuleResult(self.name, "unsupported", message=first_lines(f"{other.name}: {exc}", 2000))
-        _, _, rest = target_crash_signature(exc, other.name, other).split(":", 2)
-        return RuleResult(
-            self.name,
-            "crash",
-            signature=f"crash:{ctx.target_name}:rule={self.name}:{other.name}:{rest}",
-            message=first_lines(
-                f"{other.name} failed on the {exporter} export that onnxruntime runs and {ctx.target_name} "
-                f"converts\n{traceback_text(exc)}",
-                4000,
-            ),
-        )

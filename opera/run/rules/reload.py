@@ -10,5 +10,4 @@ from opera.run.rules import RULES, VariantRule
 @RULES.register("reload")
 class ReloadRule(VariantRule):
     name = "reload"
-    summary = "the converted model saved and loaded back agrees with the model before saving"
     what = "the saved and reloaded model"

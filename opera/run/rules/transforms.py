@@ -74,7 +74,6 @@ def _resolution_variant(api: str) -> str | None:
 @RULES.register("transforms")
 class TransformsRule(Rule):
     name = "transforms"
-    summary = "semantics-preserving rewrites of the torch model (TorchProbe) agree with the plain model"
 
     def check(self, ctx: RuleContext) -> RuleResult:
         from opera.run.targets import NotApplicable
