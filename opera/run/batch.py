@@ -71,10 +71,8 @@ class _Part:
 
 
 def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Stage], None]) -> BatchOutcome:
-    from opera.run.execution import _build_options, _copies
+    from opera.run.execution import library_reference
     from opera.templates import get_template
-    from opera.verdict.judge import input_dtypes
-    from opera.verdict.oracles import compare_outputs
 
     state.load_configs()
     target = state.target(tasks[0].target)
@@ -96,17 +94,10 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
             alone.append(task)
             continue
         try:
-            built = template.build(inst, state.settings.seed, **_build_options(inst, state.settings))
-            pristine = _copies(built.inputs)
-            built.inputs = _copies(pristine)
-            reference = template.reference(built)
-            built.inputs = _copies(pristine)
-            second = template.reference(built)
-            built.inputs = _copies(pristine)
+            built, pristine, reference, again = library_reference(inst, state)
         except Exception:  # invalid: its own run says so, with its message
             alone.append(task)
             continue
-        again = compare_outputs(reference, second, state.oracle, target=None, input_dtypes=input_dtypes(pristine))
         if not again.consistent or not all(isinstance(x, np.ndarray) for x in pristine):
             alone.append(task)
             continue

@@ -203,11 +203,29 @@ class _Context:
     reference: list[np.ndarray]
 
 
+def library_reference(inst: OperatorInstance, state: WorkerState) -> tuple[Any, list[Any], list[np.ndarray], Any]:
+    """The instance built with the run's options and run twice in its library: (the built model
+    with fresh inputs, the pristine inputs, the reference, the comparison of the two runs). What
+    the library raises propagates: the caller calls the instance invalid (or runs it alone)."""
+    from opera.templates import get_template
+
+    assert state.oracle is not None
+    template = get_template(inst.library)
+    built = template.build(inst, state.settings.seed, **_build_options(inst, state.settings))
+    pristine = _copies(built.inputs)
+    built.inputs = _copies(pristine)
+    reference = template.reference(built)
+    built.inputs = _copies(pristine)
+    second = template.reference(built)
+    built.inputs = _copies(pristine)  # in-place ops must not leak into the compiler's inputs
+    again = compare_outputs(reference, second, state.oracle, target=None, input_dtypes=input_dtypes(pristine))
+    return built, pristine, reference, again
+
+
 def _execute_test(
     task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]
 ) -> tuple[TestResult, _Context | None]:
     from opera.run.targets import ArtifactError, HarnessError
-    from opera.templates import get_template
 
     state.load_configs()
     assert state.oracle is not None and state.unsupported is not None
@@ -227,23 +245,13 @@ def _execute_test(
     # -- the library: build and run the reference twice (nondeterminism check) ------------------
     report_stage(Stage.REFERENCE)
     try:
-        template = get_template(inst.library)
-        built = template.build(inst, state.settings.seed, **_build_options(inst, state.settings))
-        pristine = _copies(built.inputs)
-        built.inputs = _copies(pristine)
-        reference = template.reference(built)
-        if built.details.get("reference"):  # e.g. onnxruntime, or onnx.reference where ORT cannot run it
-            reference_name["reference"] = str(built.details["reference"])
-        built.inputs = _copies(pristine)
-        second = template.reference(built)
-        built.inputs = _copies(pristine)  # in-place ops must not leak into the compiler's inputs
+        built, pristine, reference, again = library_reference(inst, state)
     except Exception as exc:
         return finish(
             Outcome.INVALID, Stage.REFERENCE, message=first_lines(f"{type(exc).__name__}: {exc}")
         ), None
-    again = compare_outputs(
-        reference, second, state.oracle, target=None, input_dtypes=input_dtypes(pristine)
-    )
+    if built.details.get("reference"):  # e.g. onnxruntime, or onnx.reference where ORT cannot run it
+        reference_name["reference"] = str(built.details["reference"])
     # A reference that disagrees with itself (a random operator, uninitialized memory) still goes
     # through the compiler: its crashes are findings; only count, shapes and dtypes are compared.
     nondeterministic = None if again.consistent else again

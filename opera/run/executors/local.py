@@ -105,6 +105,7 @@ def _worker_main(
         os.close(fd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    from opera.run.batch import remember_failure
     from opera.run.execution import WorkerState, execute_task
 
     state = WorkerState(settings)
@@ -130,8 +131,6 @@ def _worker_main(
             else:
                 outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
                 if settings.batch_targets:
-                    from opera.run.batch import remember_failure
-
                     remember_failure(state, task, outcome)
         except (BrokenPipeError, EOFError):
             return  # the parent is gone
