@@ -85,3 +85,50 @@ def test_real_torch_targets_give_the_same_verdicts_batched(tmp_path, capsys) -> 
     assert "test(s) passed in batches of up to 8 (tvm-torch, ov-torch)" in batched
     decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
     assert decided >= 8  # of 18 tests: each target's first runs alone (warm-up), the empty mul alone
+
+
+def test_batch_must_be_positive(tmp_path, capsys) -> None:
+    corpus = write(tmp_path / "c.jsonl", relus(1))
+    code = main(["run", str(corpus), "-t", "test-faults", "--store", str(tmp_path / "s.db"), "--batch", "0", "-q"])
+    assert code == 2 and "--batch must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "s.db").exists()  # refused before the store is touched
+
+
+def test_a_failing_batch_blames_the_part_the_frontend_names() -> None:
+    """TVM says which operators it lacks; the parts holding one run alone, the others stay batched."""
+    from opera.run.batch import _blames, _Part
+    from opera.run.executors import TestTask
+    from opera.run.targets import get_target
+
+    target = get_target("tvm-torch")
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    template = get_template("torch")
+
+    def part(inst: OperatorInstance) -> _Part:
+        built = template.build(inst, 0)
+        return _Part(TestTask(0, inst, "tvm-torch"), built, list(built.inputs), [], 0.0)
+
+    addmv = part(_torch_op("torch.addmv", np.zeros(3, np.float32), x, np.ones(4, np.float32)))
+    relu = part(_torch_op("torch.nn.functional.relu", x))
+    failure = "AssertionError: Unsupported function types ['addmv.default']"
+    assert _blames(target, addmv, failure) and not _blames(target, relu, failure)
+    complex_input = part(_torch_op("torch.neg", (x + 1j * x).astype(np.complex64)))
+    assert _blames(target, complex_input, "NotImplementedError: input_type torch.complex64 is not handled yet")
+    assert not _blames(target, relu, "NotImplementedError: input_type torch.complex64 is not handled yet")
+
+
+def test_a_worker_remembers_failing_operators_across_spellings() -> None:
+    from types import SimpleNamespace
+
+    from opera.outcomes import Outcome, Stage, TestResult
+    from opera.run.batch import failing_operators, operator_name, remember_failure
+    from opera.run.executors import TaskOutcome, TestTask
+
+    state = SimpleNamespace()
+    x = np.zeros(2, np.float32)
+    for api, outcome in (("torch.add", Outcome.CRASH), ("torch.abs", Outcome.PASS)):
+        inst = _torch_op(api, x)
+        result = TestResult(inst.id, api, "tvm-torch", outcome, Stage.CONVERT)
+        remember_failure(state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result))
+    assert failing_operators(state) == {"add"}
+    assert operator_name("torch.Tensor.add_") == operator_name("torch.add") == "add"

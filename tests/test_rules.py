@@ -287,3 +287,10 @@ def test_paths_does_not_apply_where_the_exporter_changed_an_input_type() -> None
     _, rules = _rules_of(inst, "ov-keras", ("paths",))
     assert rules["paths"]["outcome"] == "not-applicable"
     assert "tf2onnx changed the model's input types: input_0: bfloat16 -> float16" in rules["paths"]["message"]
+
+
+def test_inductor_optlevel_recompiles_without_its_optimizations() -> None:
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    outcome, rules = _rules_of(_torch_relu(x), "inductor-torch", ("optlevel",))
+    assert outcome is Outcome.PASS and rules["optlevel"]["outcome"] == "pass"
+    assert rules["optlevel"]["distance"] == 0.0

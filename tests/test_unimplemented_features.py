@@ -150,3 +150,22 @@ def test_openvino_integers_past_int32_are_a_documented_gap() -> None:
     outcome, message = verdict(np.array([2**63 - 1, 2**63 - 1, 2**63 - 1, 0], np.int64))
     assert outcome is Outcome.UNSUPPORTED and "computes integers in i32" in message
     assert verdict(np.array([7, 1, 9, 0], np.int64))[0] is Outcome.PASS
+
+
+def test_onnx_model_breaking_its_operator_schema_is_invalid() -> None:
+    """Gelu allows float types only: on int8 onnxruntime has no kernel and onnx.reference computes
+    anyway, so only the schema check makes the mutant invalid (else every frontend's rightful
+    refusal looked like a crash); a float input builds as before."""
+    from opera.model import InstanceKind, OperatorInstance, Source
+    from opera.templates import get_template
+
+    def gelu(x: np.ndarray) -> OperatorInstance:
+        return OperatorInstance(
+            library="onnx", api="onnx::Gelu", kind=InstanceKind.ONNX_NODE, inputs=(x,),
+            extra={"domain": "", "n_outputs": 1, "opset": 20}, source=Source(suite="t", test="gelu"),
+        )  # fmt: skip
+
+    template = get_template("onnx")
+    checked = template.validate(gelu(np.array([0, 0, 1], np.int8)))
+    assert checked.valid is False and "breaks the operator's schema" in (checked.invalid_reason or "")
+    assert template.validate(gelu(np.array([0.0, 0.5, 1.0], np.float32))).valid is True
