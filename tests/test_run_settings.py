@@ -37,6 +37,7 @@ def _settings_flags(tmp_path: Path) -> list[str]:
         "--onnx-data-inputs", "constants",
         "--oracle", "reference,optlevel,batch",
         "--batch", "8",
+        "--sample", "2",
     ]  # fmt: skip
 
 

@@ -6,6 +6,7 @@ import argparse
 
 from opera.prioritize import prioritize_files, strategy_names, write_order
 from opera.prioritize._greedy import ZERO_CASES
+from opera.selection import add_selection_arguments, selection_from_args
 
 HELP = "order a corpus for a target so that diverse tests run first; writes an order file for `opera run --order`"
 
@@ -39,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random and fast strategies")
     parser.add_argument("--coverage", metavar="FILE", help="per-test coverage data (total-cov, add-cov)")
     parser.add_argument("-o", "--output", required=True, metavar="ORDER", help="order file to write")
+    add_selection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         coverage=args.coverage,
         precover_equipped=not args.no_precover,
         zero_case=args.zero_case,
+        selection=selection_from_args(args),
     )
     n = write_order(args.output, ordering.ids, header)
     print(

@@ -9,6 +9,7 @@ import sys
 from opera.errors import OperaError
 from opera.run.rules import REFERENCE, parse_oracles, rule_names
 from opera.run.runner import RunConfig, RunSettings, parse_duration, resume_run, start_run
+from opera.selection import add_selection_arguments, selection_from_args
 from opera.store import RUN_INTERRUPTED
 
 _DEFAULTS = RunSettings()  # the flags' defaults are the settings' own
@@ -106,6 +107,7 @@ def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) 
         f"default {_DEFAULTS.batch}: every test alone)",
     )
     add_executor_arguments(parser)
+    add_selection_arguments(parser)
 
 
 def run_settings_from_args(args: argparse.Namespace) -> RunSettings:
@@ -130,6 +132,7 @@ def run_settings_from_args(args: argparse.Namespace) -> RunSettings:
         onnx_data_inputs=args.onnx_data_inputs,
         rules=_rules(args.oracle),
         batch=_batch(args.batch),
+        selection=selection_from_args(args),
     )
 
 
@@ -186,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--onnx-data-inputs", args.onnx_data_inputs != _DEFAULTS.onnx_data_inputs),
                 ("--oracle", args.oracle != REFERENCE),
                 ("--batch", args.batch != _DEFAULTS.batch),
+                ("--api/--test/--id/--sample", bool(settings.selection)),
             )
             if value
         ]

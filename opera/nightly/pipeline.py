@@ -236,6 +236,14 @@ def run_nightly(
     check_budget(config.budget_s, list(libraries))
     corpus, loaded = _read_corpus(config.corpus)
     notes: list[str] = []
+    if config.selection:
+        total = sum(len(v) for v in loaded.values())
+        kept = config.selection.apply([inst for insts in loaded.values() for inst in insts])
+        loaded = {}
+        for inst in kept:
+            loaded.setdefault(inst.library, []).append(inst)
+        corpus = {lib: files for lib, files in corpus.items() if lib in loaded}
+        notes.append(f"note: {len(kept)} of {total} corpus instance(s) selected ({config.selection.describe()})")
     for target, library in list(libraries.items()):
         if library not in corpus:
             notes.append(f"note: {target} skipped: no {library} instances in the corpus files")
@@ -289,6 +297,9 @@ def run_nightly(
             budget_s=share,
             nightly=number,
             **config.run_settings(),
+            # the order holds exactly the selected instances: the run neither selects again (a
+            # sample drawn from one library's files would differ) nor adds what the order leaves out
+            order_only=bool(config.selection),
         )
         summary = start_run(
             run_config, show_progress=show_progress, executor_factory=executor_factory, out=log

@@ -23,6 +23,7 @@ from opera.prioritize.strategies import (
     register_strategy,
     strategy_names,
 )
+from opera.selection import Selection
 
 __all__ = [
     "Ordering",
@@ -158,8 +159,10 @@ def prioritize_files(
     coverage: str | os.PathLike[str] | None = None,
     precover_equipped: bool = True,
     zero_case: str = "untested-first",
+    selection: Selection | None = None,
 ) -> tuple[Ordering, dict[str, Any]]:
-    """Order corpus files for ``target``; returns the ordering and the order-file header."""
+    """Order corpus files for ``target`` (the part ``selection`` keeps); returns the ordering and
+    the order-file header."""
     from opera.corpus import read_corpus
     from opera.run.targets import get_target
 
@@ -180,7 +183,8 @@ def prioritize_files(
         for path in corpus:
             yield from _check_library(read_corpus(path), library, str(path), target)
 
-    ordering = prioritize(instances(), strategy, ctx)
+    chosen: Iterable[OperatorInstance] = selection.apply(instances()) if selection else instances()
+    ordering = prioritize(chosen, strategy, ctx)
     header: dict[str, Any] = {
         "strategy": strategy,
         "target": target,
@@ -194,4 +198,6 @@ def prioritize_files(
     }
     if coverage is not None:
         header["coverage"] = str(coverage)
+    if selection:
+        header["selection"] = selection.describe()
     return ordering, header

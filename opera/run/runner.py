@@ -47,6 +47,7 @@ from opera.run.executors import (
     WorkerSettings,
     prepare_executor,
 )
+from opera.selection import Selection
 from opera.store import RUN_BUDGET, RUN_COMPLETE, RUN_INTERRUPTED, ResultStore
 from opera.verdict.signature import signature_digest
 
@@ -107,6 +108,8 @@ class RunSettings:
     # batched compilation: up to this many tests of a batchable target compiled as one model
     # (opera.run.batch; the local executor); 1: every test alone
     batch: int = 1
+    # which part of the corpus (--api, --test, --id, --sample): applied when the run is planned
+    selection: Selection = field(default_factory=Selection)
 
     def run_settings(self) -> dict[str, Any]:
         """This config's ``RunSettings`` fields, as keyword arguments for another config."""
@@ -123,14 +126,19 @@ class RunConfig(RunSettings):
     limit: int | None = None
     order: str | None = None
     budget_s: float | None = None
+    order_only: bool = False  # the order file is also the filter: instances it does not name do not run
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["selection"] = self.selection.to_json()
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> RunConfig:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in obj.items() if k in known})
+        config = cls(**{k: v for k, v in obj.items() if k in known})
+        config.selection = Selection.from_json(obj.get("selection"))
+        return config
 
     def effective_workers(self) -> int:
         return self.workers if self.workers and self.workers > 0 else max(1, os.cpu_count() or 1)
@@ -211,19 +219,30 @@ def plan_tests(
     order: list[str] | None = None,
     limit: int | None = None,
     notes: list[str] | None = None,
+    selection: Selection | None = None,
+    order_only: bool = False,
 ) -> list[tuple[str, str]]:
-    """(instance id, target) pairs, instance-major, in priority order."""
+    """(instance id, target) pairs, instance-major, in priority order. ``selection`` keeps part of
+    the corpus (an order naming instances it leaves out is fine); ``order_only``: the order is the
+    plan, already selected (``opera nightly``): only what it names runs, the selection is not drawn again."""
     notes = notes if notes is not None else []
-    ids = list(instances)
     if order is not None:
         unknown = [i for i in order if i not in instances]
         if unknown:
             raise OperaError(
                 f"order file names {len(unknown)} id(s) not in the corpus, e.g. {', '.join(unknown[:3])}"
             )
+    if selection and not order_only:
+        total = len(instances)
+        instances = {inst.id: inst for inst in selection.apply(instances.values())}
+        notes.append(f"note: {len(instances)} of {total} corpus instance(s) selected ({selection.describe()})")
+        if order is not None:
+            order = [i for i in order if i in instances]
+    ids = list(instances)
+    if order is not None:
         ordered = list(dict.fromkeys(order))
         named = set(ordered)
-        rest = [i for i in ids if i not in named]
+        rest = [] if order_only else [i for i in ids if i not in named]
         if rest:
             notes.append(
                 f"note: {len(rest)} corpus instance(s) not in the order file run after the ordered ones"
@@ -348,7 +367,13 @@ def start_run(
     order = read_order(config.order)[0] if config.order else None
     instances = load_instances(config.corpus)
     planned = plan_tests(
-        instances, {n: t.library for n, t in targets.items()}, order=order, limit=config.limit, notes=notes
+        instances,
+        {n: t.library for n, t in targets.items()},
+        order=order,
+        limit=config.limit,
+        notes=notes,
+        selection=config.selection,
+        order_only=config.order_only,
     )
     config.corpus = [str(Path(p).resolve()) for p in config.corpus]
     executor_factory = _prepare_executor(config, targets, executor_factory)
