@@ -18,8 +18,9 @@ import pkgutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from typing import Any
 
 from opera.errors import HarvestError
 from opera.model import OperatorInstance, Source
@@ -140,6 +141,10 @@ class HarvestOptions:
     limit: int | None = None  # stop after this many recorded instances (per source)
     pytest_args: tuple[str, ...] = ()  # for pytest-driven sources
     show_progress: bool = True
+    # pytest-driven sources report here while the suite runs: {"collected": N}, {"tests": k,
+    # "instances": m} (k more tests finished, m more instances recorded), {"summary": {outcome: n}}
+    # (pytest's own pass/fail/skip/xfail counts), {"validating": n} (recorded, to be validated)
+    on_event: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
 
 
 SourceFunc = Callable[[BaseRecorder, HarvestOptions], Iterator[OperatorInstance]]

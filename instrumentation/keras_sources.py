@@ -92,7 +92,7 @@ def keras_tests(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[Ope
         # Instances recorded twice (a parametrized test repeating a call) are dropped here, before
         # the harvest driver spends a validation on them; the corpus writer would drop them anyway.
         for inst in run_pytest_harvest(
-            recorder, args, suite="keras-tests", limit=options.limit, extra_env=env
+            recorder, args, suite="keras-tests", limit=options.limit, extra_env=env, on_event=options.on_event
         ):
             if inst.id in seen:
                 continue

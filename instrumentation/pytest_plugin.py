@@ -115,6 +115,34 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     writer = _state.get("writer")
     if writer is not None:
         writer.sync()  # a killed or crashed suite still leaves every finished test's instances
+        written = writer.written
+        _event({"tests": 1, "instances": written - _state.get("reported", 0)})
+        _state["reported"] = written
+
+
+def _event(event: dict[str, Any]) -> None:
+    """One line for the harvest driver's progress bar (``OPERA_HARVEST_EVENTS``; every pytest-xdist
+    worker appends to the same file, one short write per line)."""
+    path = os.environ.get("OPERA_HARVEST_EVENTS")
+    if path:
+        import json
+
+        with open(path, "a") as fh:
+            fh.write(json.dumps(event) + "\n")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if os.environ.get("OPERA_HARVEST_OUT") and not _is_xdist_controller(session.config):
+        _event({"collected": len(session.items)})
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """pytest's own outcome counts (the process that prints the summary: the controller under xdist)."""
+    if not os.environ.get("OPERA_HARVEST_OUT") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    stats = terminalreporter.stats
+    counts = {k: len(stats[k]) for k in ("passed", "failed", "error", "skipped", "xfailed", "xpassed") if stats.get(k)}
+    _event({"summary": counts})
 
 
 def _relative_nodeid(item: pytest.Item) -> str:

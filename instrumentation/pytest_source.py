@@ -11,9 +11,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from opera.corpus import CorpusReader
 from opera.errors import HarvestError
@@ -37,14 +39,19 @@ def run_pytest_harvest(
     cwd: str | None = None,
     extra_env: dict[str, str] | None = None,
     quiet: bool = True,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[OperatorInstance]:
-    """Run ``pytest pytest_args`` under the recording plugin and yield what it recorded."""
+    """Run ``pytest pytest_args`` under the recording plugin and yield what it recorded.
+    ``on_event`` hears the suite's progress while it runs (``HarvestOptions.on_event``)."""
+    emit = on_event or (lambda event: None)
     with tempfile.TemporaryDirectory(prefix="opera-harvest-") as tmp:
         raw = Path(tmp) / "raw.jsonl.gz"
+        events = Path(tmp) / "events.jsonl"
         env = dict(os.environ)
         env.update(
             {
                 "OPERA_HARVEST_OUT": str(raw),
+                "OPERA_HARVEST_EVENTS": str(events),
                 "OPERA_HARVEST_LIBRARY": recorder.library,
                 "OPERA_HARVEST_SUITE": suite,
                 "OPERA_HARVEST_LIMIT": str(limit or 0),
@@ -55,11 +62,20 @@ def run_pytest_harvest(
         cmd = [sys.executable, "-m", "pytest", *_plugin_args(env), "-p", "no:cacheprovider"]
         cmd += ["-q", "--no-header", "--tb=no"] if quiet else []
         cmd += list(pytest_args)
-        proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if proc.returncode in (3, 4):
-            tail = " | ".join(line.strip() for line in proc.stdout.strip().splitlines()[-2:])
-            raise HarvestError(f"pytest failed to start ({_FAILED_TO_START[proc.returncode]}): {tail}")
-        if proc.returncode == 5:
+        output = Path(tmp) / "pytest.out"
+        with open(output, "w") as out:
+            proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True)
+            try:
+                _follow(proc, events, emit)
+            except BaseException:  # Ctrl-C: stop the suite too, then keep what it recorded
+                proc.terminate()
+                proc.wait()
+                raise
+        returncode = proc.returncode
+        if returncode in (3, 4):
+            tail = " | ".join(line.strip() for line in output.read_text(errors="replace").strip().splitlines()[-2:])
+            raise HarvestError(f"pytest failed to start ({_FAILED_TO_START[returncode]}): {tail}")
+        if returncode == 5:
             raise HarvestError(f"pytest collected no tests from: {' '.join(pytest_args)}")
         # One raw file, or one per pytest-xdist worker (gw0.raw.jsonl.gz, ...).
         raw_files = [p for p in [raw, *sorted(Path(tmp).glob(f"*.{raw.name}"))] if p.exists()]
@@ -69,9 +85,44 @@ def run_pytest_harvest(
                 for reason, n in json.loads(errors_file.read_text()).items():
                     recorder.errors[reason] = recorder.errors.get(reason, 0) + n
         if not raw_files:
-            raise HarvestError(f"pytest exited with code {proc.returncode} before recording anything")
+            raise HarvestError(f"pytest exited with code {returncode} before recording anything")
+        emit({"validating": sum(_count_records(f) for f in raw_files)})
         # A suite killed by a signal (negative code) still leaves its synced instances.
         yield from CorpusReader(raw_files, skip_malformed=True)
+
+
+def _follow(proc: subprocess.Popen[str], events: Path, emit: Callable[[dict[str, Any]], None]) -> None:
+    """Hand on the plugin's event lines (appended by every pytest process) until pytest exits."""
+    offset, pending = 0, ""
+    while True:
+        finished = proc.poll() is not None
+        if events.exists():
+            with open(events) as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+                offset = fh.tell()
+            pending += chunk
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                if line.strip():
+                    emit(json.loads(line))
+        if finished:
+            return
+        time.sleep(0.2)
+
+
+def _count_records(path: Path) -> int:
+    """Instances in a raw file (its lines less the header), to size the validation's progress bar."""
+    import gzip
+
+    lines = 0
+    try:
+        with gzip.open(path, "rt") as fh:
+            for _ in fh:
+                lines += 1
+    except (EOFError, OSError):  # a suite killed mid-write: its synced part still counts
+        pass
+    return max(0, lines - 1)
 
 
 def _plugin_args(env: dict[str, str]) -> list[str]:
@@ -107,4 +158,4 @@ def onnx_pytest(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[Ope
 def _generic(recorder: BaseRecorder, options: HarvestOptions) -> Iterator[OperatorInstance]:
     if not options.pytest_args:
         raise HarvestError("the pytest source needs test paths after '--', e.g. opera harvest torch -o out.jsonl.gz -- tests/")
-    return run_pytest_harvest(recorder, options.pytest_args, limit=options.limit)
+    return run_pytest_harvest(recorder, options.pytest_args, limit=options.limit, on_event=options.on_event)

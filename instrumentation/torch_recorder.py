@@ -19,6 +19,12 @@ Three hooks, all removed by ``uninstall``:
 Only top-level calls are recorded. Calls made inside a recorded function are invisible anyway
 (PyTorch pops the mode while its handler runs); module forwards and constructors use the
 ``BaseRecorder.nested`` depth guard.
+
+Only calls of the test are recorded, not those of the testing machinery: the caller (the first
+frame outside torch's own implementation) must not be an assertion, comparison, gradient-check or
+tensor-making helper of a testing library (``assertEqual`` -> ``torch.isclose``/``copy_``,
+``gradcheck`` -> its perturbations, ``make_tensor``). Helpers of a suite, OpInfo's operator lambdas
+and Opera's own sources are callers like the test itself.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ import functools
 import importlib
 import inspect
 import pkgutil
+import sys
 import zlib
+from types import FrameType
 from typing import Any
 
 import ml_dtypes
@@ -294,6 +302,38 @@ class TorchValueConverter:
         return float(array.min()), float(array.max())
 
 
+# Modules of testing libraries whose torch calls are machinery, not the test (module-name prefixes).
+TEST_MACHINERY = (
+    "torch.testing._comparison",  # assertEqual / assert_close: isclose, copy_, __getitem__, ...
+    "torch.testing._internal.common_utils",  # TestCase.assertEqual and its helpers
+    "torch.testing._creation",  # make_tensor
+    "torch.autograd.gradcheck",  # gradcheck / gradgradcheck
+    "torch.testing._internal.common_device_type",  # device/dtype parametrization
+    "unittest",
+    "_pytest",
+    "pytest",
+    "numpy.testing",
+    "hypothesis",
+)
+
+
+def _in(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def called_by_test_machinery(frame: FrameType | None) -> bool:
+    """Whether the first frame above ``frame`` that is not torch's own implementation (torch's
+    modules other than ``torch.testing``) belongs to a testing library's helpers."""
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if _in(name, TEST_MACHINERY):
+            return True
+        if not (_in(name, ("torch",)) and not _in(name, ("torch.testing",))):
+            return False
+        frame = frame.f_back
+    return False
+
+
 def _returns_tensors(result: Any) -> bool:
     """A tensor, or a (nested) tuple/list of tensors and Nones holding at least one tensor."""
     if isinstance(result, torch.Tensor):
@@ -319,7 +359,7 @@ class _RecordingMode(TorchFunctionMode):
         kwargs = kwargs or {}
         rec = self.recorder
         name = rec.names.get(id(func))
-        if name is None or not rec.recording:
+        if name is None or not rec.recording or called_by_test_machinery(sys._getframe(1)):
             return func(*args, **kwargs)
         with rec.nested():
             try:

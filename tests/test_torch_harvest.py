@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -274,3 +275,74 @@ def test_calls_inside_expected_error_blocks_are_marked_and_left_out(tmp_path: Pa
     for api in ("torch.nn.functional.relu", "torch.nn.functional.gelu", "torch.sigmoid"):
         assert by_api[api].valid is True, api
     assert not {"torch.matmul", "torch.mm", "torch.bmm"} & set(by_api)  # they raised: never recorded
+
+
+MACHINERY_SUITE = textwrap.dedent(
+    """
+    import pytest
+    import torch
+    from torch.autograd import gradcheck
+    from torch.testing import assert_close, make_tensor
+
+    def helper(x):
+        return torch.exp(x)
+
+    def test_machinery():
+        x = make_tensor((2, 3), dtype=torch.float64, device="cpu", low=-1, high=1)
+        y = torch.tanh(x)
+        assert_close(y, torch.tanh(x))
+        assert_close(helper(x), torch.exp(x) + 0)
+        assert gradcheck(torch.sigmoid, (x.detach().requires_grad_(),))
+
+    def test_fails():
+        torch.abs(torch.ones(2))
+        assert False
+
+    @pytest.mark.skip(reason="never runs")
+    def test_skipped():
+        torch.neg(torch.ones(2))
+
+    @pytest.mark.xfail(reason="expected")
+    def test_xfails():
+        torch.cos(torch.ones(3))
+        assert False
+    """
+)
+
+
+@pytest.mark.slow
+def test_test_machinery_is_not_recorded_and_pytest_outcomes_are_kept(tmp_path: Path) -> None:
+    """Issue 17, faithful harvest 4 and the harvest summary: calls made by assert_close, make_tensor
+    and gradcheck are not the test's (126 instances of clone/copy_/sub/sigmoid before, on this file),
+    a suite helper's are; pytest's own outcome counts are printed and kept in the corpus header."""
+    (tmp_path / "test_machinery.py").write_text(MACHINERY_SUITE)
+    out = tmp_path / "torch.jsonl.gz"
+    proc = subprocess.run(
+        [sys.executable, "-m", "opera.cli", "harvest", "torch", "-o", str(out), "--quiet", "--", str(tmp_path / "test_machinery.py")],
+        capture_output=True, text=True, env=ENV, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    apis = sorted(i.api for i in read_corpus(out))
+    # torch.ones/torch.exp(x) + 0 in the test body are the test's own calls too
+    assert set(apis) <= {"torch.tanh", "torch.exp", "torch.Tensor.__add__", "torch.Tensor.add", "torch.abs", "torch.ones", "torch.cos"}, apis
+    assert {"torch.tanh", "torch.exp", "torch.abs", "torch.cos"} <= set(apis), apis
+    assert "torch.sigmoid" not in apis and "torch.neg" not in apis  # gradcheck's calls; a skipped test
+    with gzip.open(out, "rt") as fh:
+        header = json.loads(fh.readline())
+    assert header["pytest"] == {"pytest": {"passed": 1, "failed": 1, "skipped": 1, "xfailed": 1}}
+    assert "pytest (pytest): 1 passed, 1 failed, 1 skipped, 1 xfailed" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_pytest_source_reports_each_test_as_it_finishes(tmp_path: Path) -> None:
+    from opera.instrumentation.pytest_source import run_pytest_harvest
+
+    (tmp_path / "test_machinery.py").write_text(MACHINERY_SUITE)
+    events: list[dict[str, object]] = []
+    instances = list(run_pytest_harvest(TorchRecorder(), [str(tmp_path / "test_machinery.py")], on_event=events.append))
+    assert {"collected": 4} in events
+    finished = [e for e in events if "tests" in e]
+    assert sum(e["tests"] for e in finished) == 4  # type: ignore[misc]
+    assert sum(e["instances"] for e in finished) == len(instances) > 0  # type: ignore[misc]
+    assert events[-1] == {"validating": len(instances)}  # the last word: what is left to validate
+    assert {"summary": {"passed": 1, "failed": 1, "skipped": 1, "xfailed": 1}} in events

@@ -12,7 +12,21 @@ from opera.instrumentation import RECORDERS, HarvestOptions, sources_for
 HELP = "record operator instances from library test suites into a corpus file"
 
 
+EPILOG = """\
+any pytest suite:
+  everything after a bare -- goes to pytest unchanged (test paths, -k, -x, -n 4 with pytest-xdist);
+  with no --source, a harvest given -- runs the 'pytest' source on it:
+    opera harvest torch -o mine.jsonl.gz -- path/to/test_nn.py -k conv
+    opera harvest onnx -o theirs.jsonl.gz -- tests/test_frontend_onnx.py -n 2
+  the progress bar counts pytest's tests, with the instances recorded so far beside them; pytest's
+  own pass / fail / skip / xfail counts are printed and kept in the corpus header.
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "%(prog)s LIBRARY -o FILE [--source NAME ...] [options] [-- PYTEST_ARGS ...]"
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("library", help=f"source library: {', '.join(RECORDERS.names())}")
     parser.add_argument("--source", action="append", default=[], help="a ready-made source (repeatable); --list-sources shows them")
     parser.add_argument("-o", "--output", help="corpus file to write (.jsonl or .jsonl.gz)")

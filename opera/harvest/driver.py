@@ -11,7 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +39,19 @@ class HarvestSummary:
     valid_apis: Counter[str] = field(default_factory=Counter)
     invalid_reasons: Counter[str] = field(default_factory=Counter)
     recorder_errors: dict[str, int] = field(default_factory=dict)
+    # pytest-driven sources: source -> pytest's own outcome counts (passed, failed, skipped, ...)
+    pytest: dict[str, dict[str, int]] = field(default_factory=dict)
+    tests_run: int = 0  # tests that finished under the recorder (pytest-driven sources)
 
     def render(self) -> str:
         lines = [
             f"harvest {self.library} ({self.library_version}) from {', '.join(self.sources)} -> {self.output}"
             + ("  [INTERRUPTED: partial corpus]" if self.interrupted else ""),
+        ]
+        for source, counts in self.pytest.items():
+            told = ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "no test outcome"
+            lines.append(f"  pytest ({source}): {told}")
+        lines += [
             f"  instances written: {self.written} (duplicates dropped: {self.duplicates})",
             f"  valid: {self.valid}   invalid: {self.invalid}"
             + (f"   validity rate: {self.valid / self.written:.1%}" if self.written else ""),
@@ -75,6 +83,8 @@ class HarvestSummary:
             "invalid": self.invalid,
             "distinct_valid_apis": len(self.valid_apis),
             "per_source": dict(self.per_source),
+            "pytest": self.pytest,
+            "tests_run": self.tests_run,
         }
 
 
@@ -99,35 +109,102 @@ def run_harvest(
     summary = HarvestSummary(library=library, output=out, sources=names, library_version=recorder.library_version())
     started = time.monotonic()
     head = {"library": library, "library_version": summary.library_version, "sources": names, **(header or {})}
-    with CorpusWriter(out, header=head) as writer:
-        bar = progress_bar(desc=f"harvest {library}", unit="inst", disable=not options.show_progress)
-        try:
-            for spec in specs:
-                for inst in spec.func(recorder, options):
-                    if template is not None:
-                        with recorder.paused():
-                            inst = template.validate(inst)
-                    if not writer.write(inst):
-                        continue
-                    bar.update(1)
-                    summary.per_source[spec.name] += 1
-                    if inst.valid is False:
-                        summary.invalid += 1
-                        summary.invalid_reasons[_reason_kind(inst.invalid_reason or "")] += 1
-                    else:
-                        summary.valid += 1
-                        summary.valid_apis[inst.api] += 1
-        except KeyboardInterrupt:
-            summary.interrupted = True
-            print("\ninterrupted: keeping what was recorded so far", file=sys.stderr)
-        finally:
-            bar.close()
-            recorder.uninstall()
-            summary.written = writer.written
-            summary.duplicates = writer.duplicates
+    progress = _Progress(library, summary, disable=not options.show_progress)
+    options = replace(options, on_event=progress.event)
+    # Opened at the first instance (or at the end): by then a pytest-driven source has finished its
+    # suite, and pytest's own outcome counts go into the header.
+    writer: CorpusWriter | None = None
+
+    def opened() -> CorpusWriter:
+        nonlocal writer
+        if writer is None:
+            writer = CorpusWriter(out, header={**head, **({"pytest": summary.pytest} if summary.pytest else {})})
+        return writer
+
+    try:
+        for spec in specs:
+            progress.source = spec.name
+            for inst in spec.func(recorder, options):
+                if template is not None:
+                    with recorder.paused():
+                        inst = template.validate(inst)
+                wrote = opened().write(inst)
+                progress.written()
+                if not wrote:  # a duplicate
+                    continue
+                summary.per_source[spec.name] += 1
+                if inst.valid is False:
+                    summary.invalid += 1
+                    summary.invalid_reasons[_reason_kind(inst.invalid_reason or "")] += 1
+                else:
+                    summary.valid += 1
+                    summary.valid_apis[inst.api] += 1
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        print("\ninterrupted: keeping what was recorded so far", file=sys.stderr)
+    finally:
+        progress.close()
+        recorder.uninstall()
+        done = opened()
+        done.close()
+        summary.written = done.written
+        summary.duplicates = done.duplicates
     summary.recorder_errors = dict(recorder.errors)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+class _Progress:
+    """One progress bar per phase. A pytest-driven source first counts tests (of those pytest
+    collected) with the instances recorded so far beside them, then the validation of each recorded
+    instance; any other source counts instances as they are written."""
+
+    def __init__(self, library: str, summary: HarvestSummary, disable: bool) -> None:
+        self.library, self.summary, self.disable = library, summary, disable
+        self.source = ""
+        self.recorded = 0
+        self.phase = "instances"
+        self._bar: Any = None  # made when the first phase starts
+
+    @property
+    def bar(self) -> Any:
+        if self._bar is None:
+            self._bar = progress_bar(desc=f"harvest {self.library}", unit="inst", disable=self.disable)
+        return self._bar
+
+    def _new_bar(self, desc: str, unit: str, total: int | None) -> None:
+        self.close()
+        self.phase = "tests" if unit == "test" else "instances"
+        self._bar = progress_bar(desc=desc, unit=unit, total=total, disable=self.disable)
+
+    def event(self, event: dict[str, Any]) -> None:
+        counting_tests = self._bar is not None and self.phase == "tests"
+        if "collected" in event:
+            if not counting_tests:
+                self._new_bar(f"{self.library} tests ({self.source})", "test", int(event["collected"]))
+                self.recorded = 0
+            elif (self._bar.total or 0) < event["collected"]:  # pytest-xdist: every worker collects
+                self._bar.total = int(event["collected"])
+                self._bar.refresh()
+        elif "tests" in event:
+            if not counting_tests:
+                self._new_bar(f"{self.library} tests ({self.source})", "test", None)
+            self.summary.tests_run += int(event["tests"])
+            self.recorded += int(event.get("instances", 0))
+            self.bar.set_postfix_str(f"{self.recorded} instances", refresh=False)
+            self.bar.update(int(event["tests"]))
+        elif "summary" in event:
+            self.summary.pytest[self.source] = dict(event["summary"])
+        elif "validating" in event:
+            self._new_bar(f"validate {self.library} ({self.source})", "inst", int(event["validating"]))
+
+    def written(self) -> None:
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 def _reason_kind(reason: str) -> str:
