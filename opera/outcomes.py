@@ -78,6 +78,7 @@ class TestResult:
     message: str = ""
     reproducer: str | None = None
     source_suite: str = ""
+    source_test: str = ""  # the library test the instance was harvested from (Source.test)
     run_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -53,7 +53,7 @@ __all__ = [
     "backup_path",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # One row per (test, rule) of the oracles beside the reference (opera.run.rules).
 _RULE_RESULTS = """CREATE TABLE IF NOT EXISTS rule_results (
@@ -90,6 +90,8 @@ UPDATE bugs SET example_api = COALESCE((SELECT r.api FROM results r WHERE r.sign
     3: "ALTER TABLE results ADD COLUMN masked_signature TEXT;",
     # 4 -> 5: the outcome of each metamorphic/differential rule on a test (opera.run.rules)
     4: _RULE_RESULTS,
+    # 5 -> 6: the source test of each result (`opera bugs` names the tests a signature came from)
+    5: "ALTER TABLE results ADD COLUMN source_test TEXT NOT NULL DEFAULT '';",
 }
 
 
@@ -133,6 +135,7 @@ CREATE TABLE IF NOT EXISTS results (
     source_suite TEXT NOT NULL,
     finished REAL NOT NULL,
     masked_signature TEXT,
+    source_test TEXT NOT NULL DEFAULT '',
     UNIQUE (run, instance_id, target)
 );
 CREATE INDEX IF NOT EXISTS results_by_signature ON results(signature);
@@ -534,8 +537,8 @@ class ResultStore:
             try:
                 self._db.execute(
                     """INSERT INTO results (run, instance_id, api, target, outcome, stage, signature, distance,
-                       duration, message, reproducer, source_suite, finished, masked_signature)
-                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                       duration, message, reproducer, source_suite, finished, masked_signature, source_test)
+                       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                     (
                         run_id,
                         result.instance_id,
@@ -551,6 +554,7 @@ class ResultStore:
                         result.source_suite,
                         time.time(),
                         masked,
+                        result.source_test,
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -707,7 +711,7 @@ class ResultStore:
 
     def results(self, run_id: int | None = None) -> list[TestResult]:
         query = """SELECT run, instance_id, api, target, outcome, stage, signature, distance, duration, message,
-                   reproducer, source_suite FROM results"""
+                   reproducer, source_suite, source_test FROM results"""
         params: tuple[Any, ...] = ()
         if run_id is not None:
             query += " WHERE run=?"
@@ -717,7 +721,7 @@ class ResultStore:
     def iter_results(self, run_id: int) -> Iterator[TestResult]:
         cur = self._db.execute(
             """SELECT run, instance_id, api, target, outcome, stage, signature, distance, duration, message,
-               reproducer, source_suite FROM results WHERE run=? ORDER BY id""",
+               reproducer, source_suite, source_test FROM results WHERE run=? ORDER BY id""",
             (run_id,),
         )
         for row in cur:
@@ -728,7 +732,7 @@ class ResultStore:
         bugs-over-time curves: rank = position in the prioritized order, ``finished`` = wall clock)."""
         rows = self._db.execute(
             """SELECT p.seq, r.finished, r.run, r.instance_id, r.api, r.target, r.outcome, r.stage, r.signature,
-               r.distance, r.duration, r.message, r.reproducer, r.source_suite
+               r.distance, r.duration, r.message, r.reproducer, r.source_suite, r.source_test
                FROM results r JOIN planned p ON p.run=r.run AND p.instance_id=r.instance_id AND p.target=r.target
                WHERE r.run=? ORDER BY p.seq""",
             (run_id,),
@@ -737,7 +741,7 @@ class ResultStore:
 
     @staticmethod
     def _result(row: tuple[Any, ...] | list[Any]) -> TestResult:
-        run, iid, api, target, outcome, stage, sig, distance, duration, message, repro, suite = row
+        run, iid, api, target, outcome, stage, sig, distance, duration, message, repro, suite, test = row
         return TestResult(
             instance_id=iid,
             api=api,
@@ -750,6 +754,7 @@ class ResultStore:
             message=message,
             reproducer=repro,
             source_suite=suite,
+            source_test=test,
             run_id=run,
         )
 
@@ -763,6 +768,24 @@ class ResultStore:
         return counts
 
     # ---- bugs -------------------------------------------------------------------------------
+    def signature_evidence(
+        self, signature: str, example_instance: str, run_id: int | None = None, tests: int = 3
+    ) -> tuple[str, list[str], int]:
+        """What `opera bugs` shows of a signature: its example's message, up to ``tests`` of the
+        source tests its results came from (most results first), and how many distinct tests."""
+        where = "signature=?" + (" AND run=?" if run_id is not None else "")
+        params: list[Any] = [signature] + ([run_id] if run_id is not None else [])
+        row = self._db.execute(
+            f"SELECT message FROM results WHERE {where} ORDER BY instance_id != ?, id LIMIT 1",
+            (*params, example_instance),
+        ).fetchone()
+        counted = self._db.execute(
+            f"""SELECT source_test, COUNT(*) FROM results WHERE {where} AND source_test != ''
+                GROUP BY source_test ORDER BY COUNT(*) DESC, source_test""",
+            params,
+        ).fetchall()
+        return (row[0] if row else ""), [t for t, _ in counted[:tests]], len(counted)
+
     def bugs(self, run_id: int | None = None) -> list[BugRecord]:
         """All bug signatures, or those seen in one run (count = that run's results then)."""
         if run_id is None:

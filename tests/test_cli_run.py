@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -232,3 +233,24 @@ def test_real_torch_and_keras_frontends(tmp_path) -> None:
     for target, result in results.items():
         assert result.outcome is Outcome.PASS, (target, result.outcome, result.message)
         assert result.distance is not None and result.distance < 1e-3
+
+
+def test_bugs_shows_the_message_and_the_source_tests_of_a_signature(tmp_path, capsys) -> None:
+    """Issue 17: `opera bugs` names what failed (the example's first message line) and the tests the
+    failing instances came from, most failures first, with how many more."""
+    corpus = write(
+        tmp_path / "c.jsonl",
+        relus(3, test="test_a.py::t_relu") + relus(2, start=3, test="test_b.py::t_relu")
+        + relus(1, start=5, test="test_c.py::t") + relus(1, start=6, test="test_d.py::t"),
+    )  # fmt: skip
+    store = str(tmp_path / "s.db")
+    assert main(["run", str(corpus), "-t", "test-wrong", "--store", store, "--workers", "1", "-q", "--no-verify"]) == 0
+    capsys.readouterr()
+    assert main(["bugs", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "from: test_a.py::t_relu, test_b.py::t_relu, test_c.py::t (+1 more)" in out, out
+    (message,) = [line.strip() for line in out.splitlines() if line.strip().startswith("message:")]
+    assert "distance" in message and "\n" not in message
+    assert main(["bugs", "--store", store, "--json"]) == 0
+    (bug,) = json.loads(capsys.readouterr().out)
+    assert bug["source_tests"] == ["test_a.py::t_relu", "test_b.py::t_relu", "test_c.py::t"] and bug["message"]

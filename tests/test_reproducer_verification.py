@@ -229,10 +229,10 @@ def test_verdict_is_stored_and_reset_when_a_smaller_reproducer_replaces_it(tmp_p
 
 
 def test_a_version_2_store_is_migrated_without_losing_data(tmp_path) -> None:
-    """Schema 2 -> 3 -> 4 -> 5: the verification columns (3), the results' masked signature (4) and
-    the rules' outcome table (5) are added, every row is kept, and a stored example api that was
-    another instance's is corrected from the stored results."""
-    assert SCHEMA_VERSION == 5
+    """Schema 2 -> 3 -> 4 -> 5 -> 6: the verification columns (3), the results' masked signature (4),
+    the rules' outcome table (5) and the results' source test (6) are added, every row is kept, and a
+    stored example api that was another instance's is corrected from the stored results."""
+    assert SCHEMA_VERSION == 6
     path = tmp_path / "v2.db"
     small, big = _instance("onnx", "test_size_example"), _instance("onnx", "test_clip_example")
     db = sqlite3.connect(path)
@@ -281,6 +281,7 @@ def test_a_version_2_store_is_migrated_without_losing_data(tmp_path) -> None:
             and store.runs()[0].tool_version == "0.0.9"
         )
         assert store.rule_counts(1) == {} and store.rule_results(1) == []
+        assert [r.source_test for r in store.results(1)] == ["", ""]  # unknown for old rows
 
 
 # ---- verifying: the run, opera bugs, nothing lost ----------------------------------------------

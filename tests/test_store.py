@@ -131,6 +131,7 @@ def test_a_version_1_store_is_migrated(tmp_path) -> None:
     for column in ("repro_status", "repro_detail", "repro_exit", "repro_seconds", "repro_checked", "repro_versions"):
         db.execute(f"ALTER TABLE bugs DROP COLUMN {column}")  # (added by version 3)
     db.execute("ALTER TABLE results DROP COLUMN masked_signature")  # (added by version 4)
+    db.execute("ALTER TABLE results DROP COLUMN source_test")  # (added by version 6)
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.close()

@@ -38,6 +38,7 @@ def _version_1_store(path: Path) -> None:
     ):
         db.execute(f"ALTER TABLE bugs DROP COLUMN {column}")
     db.execute("ALTER TABLE results DROP COLUMN masked_signature")
+    db.execute("ALTER TABLE results DROP COLUMN source_test")
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, as an old Opera left it

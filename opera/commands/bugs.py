@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         if verifying:
             interrupted = _verify(store, args, run_record)
         bugs = store.bugs(args.run)
+        evidence = {b.signature: store.signature_evidence(b.signature, b.example_instance, args.run) for b in bugs}
         harness = _harness_errors(store, args.run)
         rule_counts = store.rule_counts(args.run)
     ledger = _for_targets(ledger, {b.target for b in bugs})
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
             json.dumps(
                 [
                     {**b.__dict__, "outcome": b.outcome.value}
+                    | {"message": evidence[b.signature][0], "source_tests": evidence[b.signature][1]}
                     | ({"ledger": _ledger_json(ledger, b)} if ledger is not None else {})
                     for b in bugs
                 ],
@@ -139,6 +141,12 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{pad}first run {b.first_run}, last run {b.last_run}, example {b.example_instance} ({b.example_api})"
         )
+        message, tests, n_tests = evidence[b.signature]
+        if message.strip():
+            print(f"{pad}message: {_first_line(message)}")
+        if tests:
+            more = f" (+{n_tests - len(tests)} more)" if n_tests > len(tests) else ""
+            print(f"{pad}from: {', '.join(tests)}{more}")
         print(f"{pad}reproducer: {b.reproducer or '-'}")
         if b.repro_status is not None and b.repro_detail:
             print(f"{pad}on its own: {b.repro_detail}")
@@ -164,6 +172,11 @@ def run(args: argparse.Namespace) -> int:
         print("verification interrupted: the verdicts shown are the ones stored")
         return 130
     return 0
+
+
+def _first_line(message: str, width: int = 160) -> str:
+    line = next((text.strip() for text in message.splitlines() if text.strip()), "")
+    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def oracle_of(signature: str) -> str:

@@ -197,7 +197,7 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
         mine = outputs[start : start + count]
         start += count
         inst = part.task.instance
-        base = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite}
+        base = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite, "source_test": inst.source.test}
         reference_name = {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
 
         def finish(

@@ -52,7 +52,7 @@ def instance_size(inst: OperatorInstance) -> int:
 
 
 def _base(inst: OperatorInstance, target: str) -> dict[str, Any]:
-    return {"instance_id": inst.id, "api": inst.api, "target": target, "source_suite": inst.source.suite}
+    return {"instance_id": inst.id, "api": inst.api, "target": target, "source_suite": inst.source.suite, "source_test": inst.source.test}
 
 
 def invalid_result(inst: OperatorInstance, target: str, reason: str) -> TestResult:
