@@ -254,3 +254,24 @@ def test_bugs_shows_the_message_and_the_source_tests_of_a_signature(tmp_path, ca
     assert main(["bugs", "--store", store, "--json"]) == 0
     (bug,) = json.loads(capsys.readouterr().out)
     assert bug["source_tests"] == ["test_a.py::t_relu", "test_b.py::t_relu", "test_c.py::t"] and bug["message"]
+
+
+def test_native_start_up_chatter_is_dropped_and_everything_else_kept(capfd) -> None:
+    from opera.quiet import quiet_native_logs
+
+    with quiet_native_logs():
+        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
+        os.write(2, b"I0000 00:00:1795566225.016524   10313 port.cc:153] oneDNN custom operations are on.\n")
+        os.write(2, b"a real warning the user must see\n")
+        sys.stderr.write("Traceback: also kept\n")
+    lines = capfd.readouterr().err.splitlines()  # (capfd takes sys.stderr apart from descriptor 2)
+    assert sorted(lines) == ["Traceback: also kept", "a real warning the user must see"]
+
+
+@pytest.mark.slow
+def test_targets_prints_no_library_log_noise() -> None:
+    """Issue 17: `opera targets` imports TensorFlow (tvm-keras, ov-keras), whose C++ start-up lines
+    went to stderr; the listing is all the user sees."""
+    proc = subprocess.run([sys.executable, "-m", "opera.cli", "targets"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "tvm-keras" in proc.stdout
+    assert proc.stderr == "", proc.stderr

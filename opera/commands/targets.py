@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from opera.quiet import quiet_native_logs
 from opera.run.targets import all_targets
 
 HELP = "list compiler targets with their versions, or the reason they are unavailable"
@@ -52,8 +53,27 @@ def run(args: argparse.Namespace) -> int:
     check_executor_arguments(args)
     if args.executor == "ray":
         return _ray_nodes(args)
+    with quiet_native_logs():  # probing imports TensorFlow, whose C++ start-up lines no one asked for
+        rows = _probe(args.all)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max((len(r["name"]) for r in rows), default=4)
+    for r in rows:
+        detail = (
+            ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+            if r["available"]
+            else f"unavailable: {r['reason']}"
+        )
+        tag = " (test-only)" if r["test_only"] else ""
+        print(f"{r['name']:<{width}}  {r['library']:<6} {detail}{tag}")
+    return 0
+
+
+def _probe(include_test_only: bool) -> list[dict[str, Any]]:
+    """Each target's availability (or why not) and versions; a broken install hides no other target."""
     rows: list[dict[str, Any]] = []
-    for target in all_targets(include_test_only=args.all):
+    for target in all_targets(include_test_only=include_test_only):
         try:
             reason = target.availability()
         except Exception as exc:  # a broken install must not hide the other targets
@@ -75,16 +95,4 @@ def run(args: argparse.Namespace) -> int:
                 "test_only": target.test_only,
             }
         )
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    width = max((len(r["name"]) for r in rows), default=4)
-    for r in rows:
-        detail = (
-            ", ".join(f"{k} {v}" for k, v in r["versions"].items())
-            if r["available"]
-            else f"unavailable: {r['reason']}"
-        )
-        tag = " (test-only)" if r["test_only"] else ""
-        print(f"{r['name']:<{width}}  {r['library']:<6} {detail}{tag}")
-    return 0
+    return rows
