@@ -27,6 +27,7 @@ from opera.model import OperatorInstance, Source
 from opera.registry import Registry
 
 __all__ = [
+    "EXPECTED_ERROR",
     "RECORDERS",
     "SOURCES",
     "BaseRecorder",
@@ -47,6 +48,11 @@ __all__ = [
 # pull TensorFlow into a torch harvest), plus the ``opera.sources`` entry point group.
 _COMMON_SOURCE_MODULES = ("pytest_source",)
 
+# The verdict of an instance recorded inside an expected-error block (or of a model a consumer
+# received there): the harvest keeps it (the validity gate does not run it again), and runs leave it
+# out like every invalid instance.
+EXPECTED_ERROR = "expected error: recorded inside pytest.raises / assertRaises, where the test expects the call to fail"
+
 
 class BaseRecorder:
     """Common machinery: the sink, the current source label, and the top-level-only guard.
@@ -64,6 +70,8 @@ class BaseRecorder:
         self.installed = False
         self._local = threading.local()
         self.errors: dict[str, int] = {}  # "why a call could not be recorded" -> count
+        # whether the running test is inside pytest.raises / assertRaises (the pytest plugin says)
+        self.expecting_error: Callable[[], bool] = lambda: False
 
     # ---- the top-level guard ------------------------------------------------------------------
     @property
@@ -89,6 +97,14 @@ class BaseRecorder:
 
     def note_error(self, reason: str) -> None:
         self.errors[reason] = self.errors.get(reason, 0) + 1
+
+    def flush(self) -> None:
+        """Emit what was held back until its test ended (the pytest plugin calls this after each
+        test, ``uninstall`` once more); a recorder that emits at once has nothing to do."""
+
+    def test_modules_loaded(self) -> None:
+        """pytest has imported the test modules (and what they import): patch what appeared since
+        ``install`` (the pytest plugin calls this after collection)."""
 
     # ---- install / uninstall ------------------------------------------------------------------
     def install(self) -> None:

@@ -49,31 +49,15 @@ def node_test_instances(
     ``intermediate``: also give inner nodes their exact input values (from the reference
     evaluator) instead of ``TensorSpec``s from shape inference.
     """
-    from opera.instrumentation.onnx_recorder import node_instances, test_values
-    from opera.templates.onnx_template import runtime_value
+    from opera.instrumentation.onnx_recorder import node_instances, recorded_values
 
     values: dict[str, Any] = {}
     if case.data_sets:
         inputs, _outputs = case.data_sets[0]
-        values = test_values(case.model, inputs)
-        if intermediate:
-            from onnx.reference import ReferenceEvaluator
-
-            feeds = dict(zip((vi.name for vi in case.model.graph.input), inputs, strict=False))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                results = ReferenceEvaluator(case.model).run(None, feeds, intermediate=True)
-            import onnx
-
-            inferred = onnx.shape_inference.infer_shapes(case.model, strict_mode=False).graph
-            types = {
-                vi.name: vi.type
-                for vi in [*inferred.value_info, *inferred.output]
-                if vi.type.WhichOneof("value")
-            }
-            for name, value in results.items():  # type: ignore[union-attr]
-                if name and name not in values and value is not None:
-                    values[name] = runtime_value(value, types.get(name))
+        initializers = {init.name for init in case.model.graph.initializer}
+        names = [vi.name for vi in case.model.graph.input if vi.name not in initializers]
+        feeds = dict(zip(names, inputs, strict=False))
+        values = recorded_values(case.model, feeds, intermediate=intermediate)
     rtol, atol = getattr(case, "rtol", None), getattr(case, "atol", None)
     tolerance = Tolerance(atol=atol, rtol=rtol) if rtol is not None or atol is not None else None
     return node_instances(case.model, Source(SUITE, test=case.name), library_version, values, tolerance)

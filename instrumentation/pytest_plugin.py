@@ -21,13 +21,11 @@ from typing import Any
 import pytest
 
 from opera.corpus import CorpusWriter
+from opera.instrumentation import EXPECTED_ERROR
 from opera.model import Source
 
 _state: dict[str, Any] = {}
 
-# The verdict of an instance recorded inside an expected-error block: the harvest keeps it (the
-# validity gate does not run it again), and runs leave it out like every invalid instance.
-EXPECTED_ERROR = "expected error: recorded inside pytest.raises / assertRaises, where the test expects the call to fail"
 
 
 def _watch_expected_errors() -> None:
@@ -102,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _watch_expected_errors()
 
     recorder = get_recorder(library, sink)
+    recorder.expecting_error = lambda: _state.get("expecting_error", 0) > 0
     recorder.install()
     _state["recorder"] = recorder
 
@@ -112,6 +111,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if recorder is not None:
         recorder.source = Source(suite=os.environ.get("OPERA_HARVEST_SUITE", "pytest"), test=_relative_nodeid(item))
     yield
+    if recorder is not None:
+        recorder.flush()  # what the test's consumers received, now that the test is over
     writer = _state.get("writer")
     if writer is not None:
         writer.sync()  # a killed or crashed suite still leaves every finished test's instances
@@ -132,6 +133,9 @@ def _event(event: dict[str, Any]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    recorder = _state.get("recorder")
+    if recorder is not None:
+        recorder.test_modules_loaded()
     if os.environ.get("OPERA_HARVEST_OUT") and not _is_xdist_controller(session.config):
         _event({"collected": len(session.items)})
 
