@@ -275,3 +275,19 @@ def test_targets_prints_no_library_log_noise() -> None:
     proc = subprocess.run([sys.executable, "-m", "opera.cli", "targets"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "tvm-keras" in proc.stdout
     assert proc.stderr == "", proc.stderr
+
+
+def test_a_crash_message_is_shown_by_its_exception_line() -> None:
+    """A crash's stored message is a traceback: `opera bugs` shows the exception line, not 'Traceback'."""
+    from opera.commands.bugs import _first_line
+
+    traceback_text = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/onnx_frontend.py", line 10, in _impl_v13\n'
+        "    raise ValueError(f'bad {axis}')\n"
+        "ValueError: bad axis 3\n"
+        "  (more context)\n"
+    )
+    assert _first_line(traceback_text) == "ValueError: bad axis 3"
+    assert _first_line("distance 0.5 > 0.001\nmore") == "distance 0.5 > 0.001"
+    assert _first_line("x" * 300, width=20) == "x" * 17 + "..."

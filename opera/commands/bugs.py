@@ -175,7 +175,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _first_line(message: str, width: int = 160) -> str:
-    line = next((text.strip() for text in message.splitlines() if text.strip()), "")
+    """The line that says what happened: a traceback's exception line, else the first line."""
+    lines = [text for text in message.splitlines() if text.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        frames = [k for k, text in enumerate(lines) if text.startswith("  File ")]
+        k = frames[-1] + 1 if frames else 1
+        while k < len(lines) and lines[k].startswith("    "):  # the frame's source line
+            k += 1
+        lines = lines[k:] or lines
+    line = lines[0].strip() if lines else ""
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
