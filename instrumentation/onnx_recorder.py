@@ -46,6 +46,7 @@ import numpy as np
 
 from opera.instrumentation import EXPECTED_ERROR, BaseRecorder, register_recorder
 from opera.model import InstanceKind, OperatorInstance, Source
+from opera.run.targets._onnx_prep import PARAMETER_INPUTS
 from opera.templates.onnx_template import attribute_to_value, runtime_value, tensor_to_value
 from opera.values import Opaque, TensorSpec, ValueEncodingError, dtype_name
 
@@ -125,10 +126,13 @@ def _spec_from_type(tp: Any, seed: int = 0) -> Any:
 
 
 def _parameter_positions(node: Any, opset: int) -> set[int]:
-    """Positions of ``node``'s integer/bool *parameter* operands (shape, axes, starts, indices, K,
-    ...): those typed by a concrete type or a type variable of their own (see
-    ``opera.run.targets._onnx_prep._data_inputs``). Values invented for them (random integers in
-    [-1, 1]) make instances the test never had: without a recorded value the instance is opaque."""
+    """Positions of ``node``'s *parameter* operands (shape, axes, starts, indices, K, ...): those
+    typed by a concrete type or a type variable of their own (see
+    ``opera.run.targets._onnx_prep._data_inputs``). Integer and bool ones, and the float operands
+    that ``PARAMETER_INPUTS`` names (a quantization scale, Clip's bounds, Resize's scales: a type
+    variable of its own does not tell a float parameter from a float data operand such as
+    GridSample's grid), get no invented value (random numbers in [-1, 1]: a negative quantization
+    scale): without a recorded value the instance is opaque."""
     import onnx
 
     try:
@@ -209,6 +213,7 @@ def node_instances(
         inputs: list[Any] = []
         opset = opsets.get(domain, default_opset if domain == "" else 1)
         parameters = _parameter_positions(node, opset)
+        float_parameters = set(PARAMETER_INPUTS.get(node.op_type, ()))
         for pos, name in enumerate(node.input):
             if not name:
                 inputs.append(None)
@@ -216,7 +221,9 @@ def node_instances(
                 inputs.append(known[name])
             else:
                 spec = _spec_from_type(types.get(name), seed=zlib.crc32(f"{source.test}|{index}|{name}".encode()))
-                if isinstance(spec, TensorSpec) and pos in parameters and spec.dtype.startswith(("int", "uint", "bool")):
+                if isinstance(spec, TensorSpec) and (
+                    pos in float_parameters or (pos in parameters and spec.dtype.startswith(("int", "uint", "bool")))
+                ):
                     spec = Opaque("onnx.value", f"parameter operand {pos} ({name}) of {node.op_type} has no value recorded in the test")
                 inputs.append(spec)
         while inputs and inputs[-1] is None:

@@ -378,6 +378,20 @@ CONSUMER_SUITE = textwrap.dedent(
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
         )
         helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    def test_never_run_float_parameters():  # an IR-only test: the scale and the bounds have no value
+        quantize = helper.make_node("QuantizeLinear", ["x", "scale"], ["q"])
+        clip = helper.make_node("Clip", ["x", "low", "high"], ["y"])
+        graph = helper.make_graph(
+            [quantize, clip], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+             helper.make_tensor_value_info("scale", TensorProto.FLOAT, []),
+             helper.make_tensor_value_info("low", TensorProto.FLOAT, []),
+             helper.make_tensor_value_info("high", TensorProto.FLOAT, [])],
+            [helper.make_tensor_value_info("q", TensorProto.UINT8, [2, 3]),
+             helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        )
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     """
 )
 
@@ -415,3 +429,9 @@ def test_the_model_a_consumer_received_is_recorded_with_the_values_it_ran_on(tmp
     a, b = add2.inputs
     assert (a.shape, b.shape) == ((2, 3), (2, 3)) and a.seed != b.seed  # not the same values twice
     assert add2.opaque_reason is None and add2.valid is not False
+
+    # a float parameter operand (a quantization scale by its own type variable, Clip's bounds as
+    # operator parameters) drawn from [-1, 1] would be a negative scale the test never had
+    quantize, clip = by_test["test_never_run_float_parameters"]
+    assert quantize.opaque_reason is not None and "parameter operand 1 (scale) of QuantizeLinear" in quantize.opaque_reason
+    assert clip.opaque_reason is not None and "parameter operand 1 (low) of Clip" in clip.opaque_reason

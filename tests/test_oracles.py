@@ -113,6 +113,8 @@ def test_bad_config_is_a_user_error(tmp_path) -> None:
         ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\n", "a reason"),
         ("[[undefined]]\napis = ['(']\nwhen = 'always'\nreason = 'r'\n", "bad pattern"),
         ("[undefined]\napis = ['^x$']\n", "as \\[\\[undefined\\]\\] tables"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\ndomain = 'yes'\n", "domain = true or false"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nopsets = [10]\n", "opsets = \\[first, last\\]"),
     ):
         path.write_text(body)
         with pytest.raises(OperaError, match=message):

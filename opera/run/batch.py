@@ -73,6 +73,7 @@ class _Part:
 def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Stage], None]) -> BatchOutcome:
     from opera.run.execution import library_reference
     from opera.templates import get_template
+    from opera.verdict.judge import judge_domain
 
     state.load_configs()
     target = state.target(tasks[0].target)
@@ -98,7 +99,11 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
         except Exception:  # invalid: its own run says so, with its message
             alone.append(task)
             continue
-        if not again.consistent or not all(isinstance(x, np.ndarray) for x in pristine):
+        if (
+            not again.consistent
+            or not all(isinstance(x, np.ndarray) for x in pristine)
+            or judge_domain(state.oracle, built, pristine, reference) is not None
+        ):
             alone.append(task)
             continue
         parts.append(_Part(task, built, pristine, reference, time.perf_counter() - started))

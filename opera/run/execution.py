@@ -28,7 +28,14 @@ import numpy as np
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask, WorkerSettings
-from opera.verdict.judge import first_lines, input_dtypes, judge_exception, judge_outputs, traceback_text
+from opera.verdict.judge import (
+    first_lines,
+    input_dtypes,
+    judge_domain,
+    judge_exception,
+    judge_outputs,
+    traceback_text,
+)
 from opera.verdict.oracles import OracleConfig, compare_outputs, load_oracle_config
 from opera.verdict.signature import (
     harness_signature,
@@ -252,6 +259,9 @@ def _execute_test(
         ), None
     if built.details.get("reference"):  # e.g. onnxruntime, or onnx.reference where ORT cannot run it
         reference_name["reference"] = str(built.details["reference"])
+    outside = judge_domain(state.oracle, built, pristine, reference)
+    if outside is not None:  # nothing a compiler does with it is a deviation
+        return finish(Outcome.UNDEFINED, Stage.REFERENCE, message=first_lines(outside)), None
     # A reference that disagrees with itself (a random operator, uninitialized memory) still goes
     # through the compiler: its crashes are findings; only count, shapes and dtypes are compared.
     nondeterministic = None if again.consistent else again

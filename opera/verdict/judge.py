@@ -21,11 +21,18 @@ import numpy as np
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs
 from opera.verdict.signature import converter_of, inconsistency_signature, target_crash_signature
-from opera.verdict.undefined import find_undefined, mask_undefined
+from opera.verdict.undefined import find_undefined, mask_undefined, outside_domain
 from opera.verdict.unsupported import UnsupportedPatterns, exception_text
 
 __all__ = [
-    "MESSAGE_LIMIT", "first_lines", "input_dtypes", "judge_exception", "judge_outputs", "traceback_text", "unimplemented"
+    "MESSAGE_LIMIT",
+    "first_lines",
+    "input_dtypes",
+    "judge_domain",
+    "judge_exception",
+    "judge_outputs",
+    "traceback_text",
+    "unimplemented",
 ]
 
 MESSAGE_LIMIT = 2000
@@ -157,6 +164,7 @@ def judge_outputs(
         dict(inst.kwargs),
         dict(zip(_names(built, pristine), pristine, strict=True)),
         reference,
+        _opset(inst),
     )
     if undefined is not None and undefined.whole:
         verdict = compare(reference, outputs, values=False)
@@ -215,6 +223,20 @@ def _like(outputs: list[np.ndarray], reference: list[np.ndarray]) -> list[np.nda
             arr = arr.astype(ref.dtype)
         out.append(arr)
     return out
+
+
+def judge_domain(oracle: OracleConfig, built: Any, pristine: list[Any], reference: list[np.ndarray]) -> str | None:
+    """Why the instance lies outside its operator's defined domain (``[[undefined]]`` rules with
+    ``domain = true``: whatever a compiler does with it, it is ``undefined``), or None."""
+    inst = built.instance
+    names = dict(zip(_names(built, pristine), pristine, strict=True))
+    reason = outside_domain(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst))
+    return None if reason is None else f"outside the operator's domain, not run through the compiler: {reason}"
+
+
+def _opset(inst: Any) -> int | None:
+    opset = (inst.extra or {}).get("opset")
+    return int(opset) if isinstance(opset, int) else None
 
 
 def _names(built: Any, inputs: list[Any]) -> list[str]:

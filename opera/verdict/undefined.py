@@ -11,6 +11,12 @@ condition, and the specification text that makes the values undefined. A conditi
 instance, its inputs and the reference outputs and returns, for each output, which positions are
 undefined (a boolean mask, or ``True`` for the whole output), or ``None`` when it does not hold.
 Adding a condition means adding one function to ``CONDITIONS``.
+
+A rule with ``domain = true`` says more: the instance lies outside the operator's defined domain (a
+per-axis quantization scale at an opset that defines only a scalar one, a NaN clip bound, a mode
+name the opset does not have), so nothing a compiler does with it is a deviation, a rejection or a
+crash included. Such a test is ``undefined`` before the compiler runs (``outside_domain``). Any rule
+may be limited to the ONNX opsets where the text holds: ``opsets = [first, last]``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CONDITIONS", "UndefinedRule", "Undefinedness", "find_undefined", "mask_undefined"]
+__all__ = ["CONDITIONS", "UndefinedRule", "Undefinedness", "find_undefined", "mask_undefined", "outside_domain"]
 
 # One entry per output: True (all values undefined), False (all defined) or a boolean mask.
 OutputMasks = list[Any]
@@ -35,7 +41,15 @@ class UndefinedRule:
     reason: str
     options: dict[str, Any] = field(default_factory=dict)
 
-    def applies_to(self, api: str) -> bool:
+    @property
+    def domain(self) -> bool:
+        """The condition puts the instance outside the operator's domain (not only some values)."""
+        return self.options.get("domain") is True
+
+    def applies_to(self, api: str, opset: int | None = None) -> bool:
+        opsets = self.options.get("opsets")
+        if opsets is not None and (opset is None or not opsets[0] <= opset <= opsets[1]):
+            return False
         return any(p.search(api) for p in self.apis)
 
 
@@ -54,6 +68,7 @@ class _Case:
     kwargs: dict[str, Any]
     inputs: dict[str, np.ndarray]  # runtime inputs by name, in order
     reference: Sequence[np.ndarray]
+    opset: int | None = None  # an ONNX instance's opset
 
 
 Condition = Callable[[_Case, dict[str, Any]], OutputMasks | None]
@@ -63,9 +78,11 @@ def _always(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     return [True for _ in case.reference]
 
 
-def _float_arrays(case: _Case) -> list[np.ndarray]:
+def _float_arrays(case: _Case, names: Sequence[str] | None = None) -> list[np.ndarray]:
     out = []
-    for value in case.inputs.values():
+    for name, value in case.inputs.items():
+        if names is not None and name not in names:
+            continue
         arr = np.asarray(value)
         if arr.dtype.kind == "f" or arr.dtype.name in ("bfloat16", "float16"):
             out.append(arr.astype(np.float64))
@@ -105,8 +122,9 @@ def _float_to_int_out_of_range(case: _Case, options: dict[str, Any]) -> OutputMa
 
 
 def _nan_input(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
-    """A NaN in a float input, where the specification does not say how NaN propagates."""
-    nans = [np.isnan(x) for x in _float_arrays(case)]
+    """A NaN in a float input (of those named by ``inputs``, default all), where the specification
+    does not say how NaN propagates."""
+    nans = [np.isnan(x) for x in _float_arrays(case, options.get("inputs"))]
     if not any(m.any() for m in nans):
         return None
     return [_union(nans, np.shape(ref)) for ref in case.reference]
@@ -137,12 +155,34 @@ def _input_true(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     return [bool(outputs is None or k in outputs) for k in range(len(case.reference))]
 
 
+def _input_rank(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """An input (named by ``input``) whose rank is not one of ``ranks``: e.g. a 1-D quantization
+    scale where the opset defines a scalar one."""
+    value = case.inputs.get(str(options.get("input", "")))
+    if value is None or np.ndim(value) in options.get("ranks", ()):
+        return None
+    return [True for _ in case.reference]
+
+
+def _attribute_not_in(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """An attribute (``attribute``) set to a value outside ``values``: e.g. a mode name that a later
+    opset introduced. An attribute left out takes its default, which is in the domain."""
+    name = str(options.get("attribute", ""))
+    if name not in case.kwargs:
+        return None
+    value = case.kwargs[name]
+    value = value.decode() if isinstance(value, bytes) else value
+    return None if value in options.get("values", ()) else [True for _ in case.reference]
+
+
 CONDITIONS: dict[str, Condition] = {
     "always": _always,
     "float-to-int-out-of-range": _float_to_int_out_of_range,
     "nan-input": _nan_input,
     "outside-value-range": _outside_value_range,
     "input-true": _input_true,
+    "input-rank": _input_rank,
+    "attribute-not-in": _attribute_not_in,
 }
 
 
@@ -152,17 +192,34 @@ def find_undefined(
     kwargs: dict[str, Any],
     inputs: dict[str, np.ndarray],
     reference: Sequence[np.ndarray],
+    opset: int | None = None,
+    domain: bool = False,
 ) -> Undefinedness | None:
-    """The first rule for ``api`` whose condition holds on this test, as masks; None if none does."""
-    case = _Case(api, kwargs, inputs, reference)
+    """The first rule for ``api`` whose condition holds on this test, as masks; None if none does.
+    ``domain``: the rules that put an instance outside the operator's domain, else the others."""
+    case = _Case(api, kwargs, inputs, reference, opset)
     for rule in rules:
-        if not rule.applies_to(api):
+        if rule.domain != domain or not rule.applies_to(api, opset):
             continue
         masks = CONDITIONS[rule.when](case, rule.options)
         if masks is not None:
             whole = all(m is True for m in masks)
             return Undefinedness(masks, rule.reason, whole)
     return None
+
+
+def outside_domain(
+    rules: Sequence[UndefinedRule],
+    api: str,
+    kwargs: dict[str, Any],
+    inputs: dict[str, np.ndarray],
+    reference: Sequence[np.ndarray],
+    opset: int | None = None,
+) -> str | None:
+    """The reason an instance lies outside its operator's defined domain (a ``domain = true`` rule
+    holds), or None."""
+    found = find_undefined(rules, api, kwargs, inputs, reference, opset, domain=True)
+    return found.reason if found is not None else None
 
 
 def mask_undefined(

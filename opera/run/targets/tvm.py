@@ -156,6 +156,9 @@ class _TvmTarget(Target):
         r"is not handled yet",
         r"Unsupported input kind: ",
         r"Unsupported transposed convolution dimensionality",
+        # TOPI kernels that implement some dtypes only: "layer_norm: only support float32 and float16
+        # for now" (a bfloat16 LayerNormalization)
+        r"only support [\w ,]+ for now",
     )
 
     def _reproducer_run(self) -> str:
@@ -301,6 +304,9 @@ class TvmOnnxTarget(_TvmTarget):
         # an empty optional value reaching a subgraph (If/Loop): the frontend has no empty optionals
         # ("empty optional outputs are not supported"; here: '_EmptyOptional' object has no attribute 'ty')
         r"^builtins.AttributeError: '_EmptyOptional' object has no attribute",
+        # ... and as a graph output: "ONNX graph output output_0 is an empty optional. Empty optional
+        # graph outputs are not supported by the Relax ONNX frontend."
+        r"Empty optional graph outputs are not supported",
     )
 
     def converter_name(self, built: SingleOpModel) -> str | None:
