@@ -135,8 +135,8 @@ class _Converter:
             return value
         if isinstance(value, np.ndarray):
             return _array_value(value)
-        if isinstance(value, keras.KerasTensor):
-            return _symbolic_spec(value.dtype, value.shape)
+        if isinstance(value, keras.KerasTensor):  # a seed of its own: two inputs never share values
+            return _symbolic_spec(value.dtype, value.shape, zlib.crc32(str(value.name).encode()))
         if isinstance(value, (list, tuple)):
             converted = [self(v) for v in value]
             return converted if isinstance(value, list) else tuple(converted)
@@ -208,14 +208,14 @@ def _array_value(array: np.ndarray) -> np.ndarray | TensorSpec | Opaque:
     return TensorSpec(dtype=dtype_name(array.dtype), shape=tuple(array.shape), seed=seed, low=low, high=high)
 
 
-def _symbolic_spec(dtype: Any, shape: Any) -> TensorSpec | Opaque:
+def _symbolic_spec(dtype: Any, shape: Any, seed: int = 0) -> TensorSpec | Opaque:
     name = str(getattr(dtype, "name", dtype))
     if name not in DTYPES:
         return Opaque(f"symbolic tensor[{name}]", "dtype has no corpus encoding")
     dims = tuple(None if d is None else int(d) for d in shape)
     if name == "bool" or name.startswith(("int", "uint")):
-        return TensorSpec(dtype=name, shape=dims, seed=0, low=0.0, high=2.0)
-    return TensorSpec(dtype=name, shape=dims, seed=0, low=-1.0, high=1.0)
+        return TensorSpec(dtype=name, shape=dims, seed=seed, low=0.0, high=2.0)
+    return TensorSpec(dtype=name, shape=dims, seed=seed, low=-1.0, high=1.0)
 
 
 @register_recorder

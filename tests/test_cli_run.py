@@ -277,6 +277,17 @@ def test_targets_prints_no_library_log_noise() -> None:
     assert proc.stderr == "", proc.stderr
 
 
+@pytest.mark.slow
+def test_run_prints_no_library_log_noise(tmp_path) -> None:
+    """Issue 17: `opera run` on a Keras target probes it in the driver (TensorFlow's start-up lines
+    went to stderr at the end of the run's output)."""
+    corpus = Path(__file__).resolve().parents[1] / "harvested" / "keras.jsonl.gz"
+    args = ["run", str(corpus), "-t", "tvm-keras", "--limit", "1", "--store", str(tmp_path / "s.db"), "-q", "--no-verify"]
+    proc = subprocess.run([sys.executable, "-m", "opera.cli", *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "tvm-keras" in proc.stdout, proc.stderr
+    assert "absl::InitializeLog" not in proc.stderr and "oneDNN custom operations" not in proc.stderr, proc.stderr
+
+
 def test_a_crash_message_is_shown_by_its_exception_line() -> None:
     """A crash's stored message is a traceback: `opera bugs` shows the exception line, not 'Traceback'."""
     from opera.commands.bugs import _first_line

@@ -38,6 +38,7 @@ from opera.nightly.budget import BudgetClock, check_budget, run_order
 from opera.nightly.compare import Change, ChangeKind, TargetComparison, compare_results, group_changes
 from opera.nightly.history import NightlyRunConfig, next_nightly_number, open_store, previous_nightly_run
 from opera.nightly.known import KnownTonight
+from opera.quiet import quiet_native_logs
 from opera.report.coverage_gaps import CoverageGap
 from opera.run.executors import Executor, WorkerSettings
 from opera.run.runner import RunSettings
@@ -147,7 +148,8 @@ def default_targets() -> list[str]:
     """Every installed CPU target (not test-only, available here, no GPU needed)."""
     from opera.run.targets import all_targets
 
-    return [t.name for t in all_targets() if not t.needs_gpu and t.availability() is None]
+    with quiet_native_logs():  # probing imports TensorFlow, whose C++ start-up lines no one asked for
+        return [t.name for t in all_targets() if not t.needs_gpu and t.availability() is None]
 
 
 def _resolve(names: list[str], check_here: bool = True) -> dict[str, str]:

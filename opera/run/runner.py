@@ -37,6 +37,7 @@ from opera.model import OperatorInstance
 from opera.outcomes import Outcome, TestResult
 from opera.prioritize import read_order
 from opera.progress import progress_bar
+from opera.quiet import quiet_native_logs
 from opera.run.execution import instance_size, invalid_result
 from opera.run.executors import (
     Executor,
@@ -288,7 +289,8 @@ def _resolve_targets(names: list[str], check_here: bool = True) -> dict[str, Any
     targets = {}
     for name in dict.fromkeys(names):
         target = get_target(name)
-        reason = target.availability() if check_here else None
+        with quiet_native_logs():  # probing imports TensorFlow, whose C++ start-up lines no one asked for
+            reason = target.availability() if check_here else None
         if reason is not None:
             raise OperaError(f"target {name} is not available here: {reason}")
         targets[name] = target
@@ -624,7 +626,8 @@ def _available_here(target: str) -> bool:
     from opera.run.targets import get_target
 
     try:
-        return get_target(target).availability() is None
+        with quiet_native_logs():
+            return get_target(target).availability() is None
     except Exception:
         return False
 
