@@ -79,12 +79,13 @@ def test_real_torch_targets_give_the_same_verdicts_batched(tmp_path, capsys) -> 
         _torch_op("torch.neg", x),
     ]
     corpus = write(tmp_path / "c.jsonl", tests)
-    _run(corpus, tmp_path / "alone.db", ["tvm-torch", "ov-torch"], 1, capsys)
-    batched = _run(corpus, tmp_path / "batched.db", ["tvm-torch", "ov-torch"], 8, capsys)
+    targets = ["tvm-torch", "ov-torch", "inductor-torch"]
+    _run(corpus, tmp_path / "alone.db", targets, 1, capsys)
+    batched = _run(corpus, tmp_path / "batched.db", targets, 8, capsys)
     assert _verdicts(tmp_path / "alone.db") == _verdicts(tmp_path / "batched.db")
-    assert "test(s) passed in batches of up to 8 (tvm-torch, ov-torch)" in batched
+    assert "test(s) passed in batches of up to 8 (tvm-torch, ov-torch, inductor-torch)" in batched
     decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
-    assert decided >= 8  # of 18 tests: each target's first runs alone (warm-up), the empty mul alone
+    assert decided >= 12  # of 27 tests: each target's first runs alone (warm-up), the empty mul alone
 
 
 def test_batch_must_be_positive(tmp_path, capsys) -> None:

@@ -14,6 +14,7 @@ from _run_fixtures import fault, rejected, relus, write
 
 from opera.cli import main
 from opera.corpus import read_corpus
+from opera.errors import OperaError
 from opera.prioritize import prioritize, read_order
 from opera.prioritize.strategies import PrioritizeContext
 from opera.report import apfd_table, bug_curves, build_report
@@ -323,3 +324,32 @@ def test_equipped_is_passed_through(store: Path, tmp_path: Path) -> None:
     # a plain FILE serves every target of its library, the same here
     both = apfd_table(store, 1, strategies=["opera"], equipped=[str(equipped)])
     assert _row(both, "test-faults", "opera")["apfd"] == pytest.approx(expected)
+
+
+def test_bugs_can_be_root_causes(store: Path) -> None:
+    """Issue 15: APFD over root causes (``--bugs root-causes``): each failing test counts under the
+    root cause `opera triage` puts it in, so two signatures of one defect are one bug."""
+    from opera.commands.triage import latest_results
+    from opera.corpus import CorpusReader
+    from opera.report.build import build_report
+    from opera.triage.root_causes import find_root_causes
+
+    with ResultStore(store) as db:
+        results = latest_results(db.results(1))
+        corpus = db.get_run(1).corpus
+    instances = {i.id: i for i in CorpusReader(corpus)}
+    report = build_report(store, 1, strategies=["random"], random_seeds=1, bugs="root-causes")
+    for target, t in report.targets.items():
+        causes = find_root_causes([r for r in results if r.target == target], instances)
+        cause_of = {iid: c.id for c in causes for iid in c.instances}
+        assert {b for b in t.tests.bug_of.values() if b} == {c.id for c in causes}, target
+        assert all(t.tests.bug_of[iid] == cid for iid, cid in cause_of.items())
+        run_row = next(e for e in t.evaluations if e.strategy == "run")
+        first: dict[str, int] = {}
+        for rank, iid in enumerate(t.tests.ids, 1):
+            if t.tests.bug_of[iid]:
+                first.setdefault(t.tests.bug_of[iid], rank)
+        n, m = len(t.tests.ids), len(first)
+        assert run_row.apfd == pytest.approx(1 - sum(first.values()) / (n * m) + 1 / (2 * n))
+    with pytest.raises(OperaError, match="bugs = 'defects'"):
+        build_report(store, 1, strategies=["random"], random_seeds=1, bugs="defects")

@@ -8,6 +8,7 @@ import sys
 
 from opera.errors import OperaError
 from opera.prioritize._greedy import ZERO_CASES
+from opera.report.data import BUG_KEYS
 
 HELP = "evaluate every prioritization strategy on a finished run: APFD/RAUC tables and time-to-bug plots"
 
@@ -51,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="report on an unfinished run, over the tests that have a result",
     )
+    parser.add_argument(
+        "--bugs",
+        choices=BUG_KEYS,
+        default=BUG_KEYS[0],
+        help="what one bug of APFD / RAUC / the time-to-bug curves is: a unique failure signature "
+        "(default) or a root cause as `opera triage` finds them (many signatures of one defect count once)",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the report files")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
@@ -87,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         zero_case=args.zero_case,
         allow_partial=args.allow_partial,
         progress=not args.quiet,
+        bugs=args.bugs,
     )
     written = write_report(report, args.output)
     frame = apfd_frame(report)

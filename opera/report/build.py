@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opera.report.data import RunData, TargetTests, load_run
+from opera.errors import OperaError
+from opera.report.data import BUG_KEYS, RunData, TargetTests, key_bugs_by_root_cause, load_run
 from opera.report.evaluate import Curve, Evaluation, average, evaluate
 from opera.report.orders import (
     RANDOM,
@@ -77,8 +78,10 @@ def build_report(
     zero_case: str = "untested-first",
     allow_partial: bool = False,
     progress: bool = False,
+    bugs: str = "signatures",
 ) -> Report:
-    """Evaluate every strategy on one finished run of the store (default: its last run)."""
+    """Evaluate every strategy on one finished run of the store (default: its last run); ``bugs``:
+    what one bug is, a unique signature or a root cause (``BUG_KEYS``)."""
     start = time.perf_counter()
     settings = OrderSettings(
         strategies=strategies,
@@ -91,6 +94,10 @@ def build_report(
     )
     data = load_run(store_path, run_id, targets=targets, allow_partial=allow_partial)
     instances = load_run_instances(data, progress=progress)
+    if bugs == "root-causes":
+        key_bugs_by_root_cause(data, instances)
+    elif bugs != "signatures":
+        raise OperaError(f"bugs = {bugs!r}: one of {', '.join(BUG_KEYS)}")
     orders = strategy_orders(data, instances, settings, progress=progress)
     reports: dict[str, TargetReport] = {}
     for name, tests in data.targets.items():

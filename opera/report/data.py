@@ -8,15 +8,20 @@ crash, native-crash, timeout, inconsistent); tests sharing a signature reveal on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from opera.errors import OperaError
+from opera.model import OperatorInstance
 from opera.outcomes import FAILURE_OUTCOMES
 from opera.store import RUN_COMPLETE, ResultStore, RunRecord
 
-__all__ = ["RunData", "TargetTests", "load_run"]
+__all__ = ["BUG_KEYS", "RunData", "TargetTests", "key_bugs_by_root_cause", "load_run"]
+
+# What one "bug" of APFD is: a unique failure signature, or a root cause (``opera triage``: many
+# signatures of one defect count once, and one signature holding several defects counts each).
+BUG_KEYS = ("signatures", "root-causes")
 
 
 @dataclass
@@ -110,3 +115,18 @@ def load_run(
         tests.duration_of[r.instance_id] = float(r.duration)
         tests.outcomes[r.outcome.value] = tests.outcomes.get(r.outcome.value, 0) + 1
     return RunData(run=run, store=str(path), targets=per_target, partial=missing > 0, notes=notes)
+
+
+def key_bugs_by_root_cause(data: RunData, instances: Mapping[str, OperatorInstance]) -> None:
+    """Re-key every target's failing tests by root cause id (``opera.triage.root_causes``) instead
+    of signature, in place; the root causes are found over the run's results, as ``opera triage``
+    finds them."""
+    from opera.commands.triage import latest_results
+    from opera.triage.root_causes import find_root_causes
+
+    with ResultStore(data.store) as store:
+        results = latest_results(store.results(data.run.id))
+    for name, tests in data.targets.items():
+        mine = [r for r in results if r.target == name]
+        cause_of = {iid: cause.id for cause in find_root_causes(mine, instances) for iid in cause.instances}
+        tests.bug_of = {iid: (cause_of.get(iid, sig) if sig is not None else None) for iid, sig in tests.bug_of.items()}
