@@ -35,7 +35,7 @@ def main() -> None:
         total += c
     print("\n| source | judged | REAL | REAL crash | REAL wrong result | REAL hang |")
     print("|---|---:|---:|---:|---:|---:|")
-    for source in ("human", "generated"):
+    for source in ("human", "generated", "tvm-suite"):
         mine = [r for r in rows if (r.get("source") or "human") == source]
         real = [r for r in mine if r["verdict"] == "REAL"]
         sym = Counter(r["symptom"] for r in real)
