@@ -39,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random and fast strategies")
     parser.add_argument("--coverage", metavar="FILE", help="per-test coverage data (total-cov, add-cov)")
+    parser.add_argument(
+        "--history",
+        metavar="STORE",
+        help="results store of earlier runs on the target: the opera strategy scores each operator by "
+        "its bug rate there (unseen operators first), instead of by the equipped corpus",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="ORDER", help="order file to write")
     add_selection_arguments(parser)
 
@@ -54,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         precover_equipped=not args.no_precover,
         zero_case=args.zero_case,
         selection=selection_from_args(args),
+        history=args.history,
     )
     n = write_order(args.output, ordering.ids, header)
     print(

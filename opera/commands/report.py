@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what one bug of APFD / RAUC / the time-to-bug curves is: a unique failure signature "
         "(default) or a root cause as `opera triage` finds them (many signatures of one defect count once)",
     )
+    parser.add_argument(
+        "--history",
+        metavar="STORE",
+        help="results store of earlier runs: the opera strategy scores operators by their bug rate there "
+        "(as `opera prioritize --history`); the evaluated run itself is never counted",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the report files")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
@@ -96,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         allow_partial=args.allow_partial,
         progress=not args.quiet,
         bugs=args.bugs,
+        history=args.history,
     )
     written = write_report(report, args.output)
     frame = apfd_frame(report)

@@ -190,11 +190,15 @@ def _order(
     """The previous nightly's failing tests of the target (in their old order), then the rest in
     the strategy's order. The corpus is read once per library, not once per target."""
     from opera.prioritize import PrioritizeContext, get_strategy, load_equipped, prioritize
+    from opera.prioritize.history import OperatorHistory
 
     ctx = PrioritizeContext(target=target, library=library, seed=config.seed)
     get_strategy(config.strategy).check(ctx)
     equipped = config.equipped.get(target, [])
     ctx.equipped = load_equipped(equipped, library, target)
+    # the store is the bandit's state: what earlier nights found on each operator scores it tonight
+    history = OperatorHistory.from_results(target, store.results(), source=str(store.path))
+    ctx.history = history if history.tests else None
     ordering = prioritize(instances, config.strategy, ctx)
     replay: list[str] = []
     if prev is not None:
@@ -212,6 +216,7 @@ def _order(
         "target": target,
         "equipped": equipped or "none",
         "seed": config.seed,
+        "history_operators": len(ctx.history.tests) if ctx.history is not None else 0,
         "nightly_replayed_failures": len(replay),
         "instances": len(ids),
         "prioritization_seconds": round(ordering.seconds, 3),

@@ -160,9 +160,10 @@ def prioritize_files(
     precover_equipped: bool = True,
     zero_case: str = "untested-first",
     selection: Selection | None = None,
+    history: str | os.PathLike[str] | None = None,
 ) -> tuple[Ordering, dict[str, Any]]:
     """Order corpus files for ``target`` (the part ``selection`` keeps); returns the ordering and
-    the order-file header."""
+    the order-file header. ``history``: a results store of earlier runs (``OperatorHistory``)."""
     from opera.corpus import read_corpus
     from opera.run.targets import get_target
 
@@ -178,6 +179,10 @@ def prioritize_files(
     )
     impl.check(ctx)
     ctx.equipped = load_equipped(equipped, library, target)
+    if history is not None:
+        from opera.prioritize.history import OperatorHistory
+
+        ctx.history = OperatorHistory.from_store(Path(history), target)
 
     def instances() -> Iterator[OperatorInstance]:
         for path in corpus:
@@ -193,6 +198,7 @@ def prioritize_files(
         "precover_equipped": precover_equipped if strategy in ("opera", "param-only") else "n/a",
         "zero_case": zero_case if strategy in ("opera", "op-only") else "n/a",
         "seed": seed if impl.uses_seed else "n/a",
+        "history": str(history) if history is not None and strategy == "opera" else "n/a",
         "instances": len(ordering.ids),
         "prioritization_seconds": round(ordering.seconds, 3),
     }

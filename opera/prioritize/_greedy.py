@@ -32,9 +32,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from opera.model import OperatorInstance
 from opera.prioritize.partitions import instance_singles, operator_key
+
+if TYPE_CHECKING:
+    from opera.prioritize.history import OperatorHistory
 
 __all__ = [
     "ZERO_CASES",
@@ -296,8 +300,10 @@ def diversity_order(
     zero_case: str = "untested-first",
     notes: dict[str, object] | None = None,
     rarity_ties: bool = True,
+    history: OperatorHistory | None = None,
 ) -> list[str]:
-    """Compile the corpus, score operators against the equipped corpus, run the greedy order.
+    """Compile the corpus, score operators against the equipped corpus (or, given ``history``, by
+    what earlier runs on the target say of them: ``OperatorHistory.score``), run the greedy order.
 
     Instances the validity gate rejected (``valid is False``: their own library refused them, so
     no compiler can be tested with them) go last, in corpus order: known before any test runs, they
@@ -318,7 +324,10 @@ def diversity_order(
     counts = Counter(corpus.op_of)
     corpus_counts = Counter({api: counts[i] for api, i in interner.ops.items()})
     equipped_counts = Counter(operator_key(inst) for inst in equipped)
-    scores = operator_scores(corpus_counts, equipped_counts, zero_case)
+    if use_op_score and history is not None:
+        scores = {api: history.score(api) for api in interner.ops}
+    else:
+        scores = operator_scores(corpus_counts, equipped_counts, zero_case)
     op_score = [scores[api] if use_op_score else 1.0 for api in interner.ops]
     precovered: list[int] = []
     if use_diversity and precover_equipped:
@@ -348,4 +357,6 @@ def diversity_order(
             elements=interner.count,
             precovered_elements=len(set(precovered)),
         )
+        if history is not None and use_op_score:
+            notes.update(history=history.source, operators_in_history=history.knows(interner.ops))
     return order

@@ -79,6 +79,7 @@ def build_report(
     allow_partial: bool = False,
     progress: bool = False,
     bugs: str = "signatures",
+    history: str | None = None,
 ) -> Report:
     """Evaluate every strategy on one finished run of the store (default: its last run); ``bugs``:
     what one bug is, a unique signature or a root cause (``BUG_KEYS``)."""
@@ -91,6 +92,7 @@ def build_report(
         seed=seed,
         precover_equipped=precover_equipped,
         zero_case=zero_case,
+        history=history,
     )
     data = load_run(store_path, run_id, targets=targets, allow_partial=allow_partial)
     instances = load_run_instances(data, progress=progress)

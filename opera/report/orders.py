@@ -19,6 +19,7 @@ from opera.errors import CorpusError, OperaError
 from opera.model import OperatorInstance
 from opera.prioritize import PrioritizeContext, get_strategy, load_equipped, prioritize, strategy_names
 from opera.prioritize.coverage_data import COVERAGE_COMMAND, CoverageDataMissing
+from opera.prioritize.history import OperatorHistory
 from opera.progress import progress_bar
 from opera.report.data import RunData
 
@@ -64,6 +65,7 @@ class OrderSettings:
     seed: int = 0  # seed of the other seeded strategies (fast)
     precover_equipped: bool = True
     zero_case: str = "untested-first"
+    history: str | None = None  # a results store of earlier runs (the opera strategy's operator scores)
 
 
 def ordered_strategy_names(names: Sequence[str] | None) -> list[str]:
@@ -168,12 +170,13 @@ def strategy_orders(
             own = [instances[iid] for iid in _corpus_order(tests.ids, instances)]
             library = own[0].library if own else ""
             equipped = _equipped_for(library, target, shared, targeted) if own else []
+            history = _history(settings, data, target)
             orders: list[StrategyOrder] = []
             skipped: list[Skipped] = []
             for name in names:
                 seeds = list(range(settings.random_seeds)) if name == RANDOM else [settings.seed]
                 impl = get_strategy(name)
-                ctx = _context(target, library, equipped, settings, seeds[0])
+                ctx = _context(target, library, equipped, settings, seeds[0], history)
                 try:
                     impl.check(ctx)
                 except CoverageDataMissing:
@@ -190,7 +193,7 @@ def strategy_orders(
                     bar.set_postfix_str(
                         f"{target} {name}" + (f" seed {seed}" if len(seeds) > 1 else ""), refresh=False
                     )
-                    ordering = prioritize(own, name, _context(target, library, equipped, settings, seed))
+                    ordering = prioritize(own, name, _context(target, library, equipped, settings, seed, history))
                     orders.append(
                         StrategyOrder(
                             name,
@@ -233,8 +236,22 @@ def _corpus_order(ids: Sequence[str], instances: Mapping[str, OperatorInstance])
     return sorted(ids, key=position.__getitem__)
 
 
+def _history(settings: OrderSettings, data: RunData, target: str) -> OperatorHistory | None:
+    """The target's history from ``settings.history``, never counting the evaluated run itself (an
+    order may not know the outcomes it is judged on)."""
+    if settings.history is None:
+        return None
+    same = Path(settings.history).resolve() == Path(data.store).resolve()
+    return OperatorHistory.from_store(settings.history, target, exclude=[data.run.id] if same else ())
+
+
 def _context(
-    target: str, library: str, equipped: Sequence[OperatorInstance], settings: OrderSettings, seed: int
+    target: str,
+    library: str,
+    equipped: Sequence[OperatorInstance],
+    settings: OrderSettings,
+    seed: int,
+    history: OperatorHistory | None = None,
 ) -> PrioritizeContext:
     coverage = settings.coverage.get(target)
     return PrioritizeContext(
@@ -245,4 +262,5 @@ def _context(
         coverage=Path(coverage) if coverage else None,
         precover_equipped=settings.precover_equipped,
         zero_case=settings.zero_case,
+        history=history,
     )

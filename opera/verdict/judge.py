@@ -158,14 +158,8 @@ def judge_outputs(
             )
         return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
 
-    undefined = find_undefined(
-        oracle.undefined,
-        inst.api,
-        dict(inst.kwargs),
-        dict(zip(_names(built, pristine), pristine, strict=True)),
-        reference,
-        _opset(inst),
-    )
+    names = dict(zip(_names(built, pristine), pristine, strict=True))
+    undefined = find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst))
     if undefined is not None and undefined.whole:
         verdict = compare(reference, outputs, values=False)
         if not verdict.consistent:
@@ -185,6 +179,26 @@ def judge_outputs(
                 message=f"differs only where undefined ({verdict.reason[:300]}): {undefined.reason}",
             )
         verdict = defined  # the defined values differ too: judged on those
+
+    # A known defect of the library's references (both agree, against the specification's text).
+    known = find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), kind="library")
+    if known is not None:
+        return finish(
+            Outcome.UNSTABLE_REFERENCE,
+            Stage.COMPARE,
+            distance=verdict.distance,
+            message=first_lines(f"a known defect of the library's reference: {known.reason}; compiler vs reference: {verdict.reason}"),
+        )
+
+    # Outputs the frontend says it does not compute (a placeholder): a gap when only those differ.
+    partial = _unimplemented_outputs(target, built)
+    if partial is not None:
+        missing, why = partial
+        others = [ref if k in missing else out for k, (ref, out) in enumerate(zip(reference, outputs, strict=False))]
+        rest = compare(reference, others + list(outputs[len(others) :]))
+        if rest.consistent:
+            return finish(Outcome.UNSUPPORTED, Stage.COMPARE, distance=verdict.distance, message=first_lines(f"{why}; {verdict.reason}"))
+        verdict = rest  # the outputs it does compute differ too: judged on those
 
     # A second, independent reference of the library (onnx.reference beside onnxruntime, torch in
     # float64): when the library's own references disagree, this is no compiler verdict.
@@ -223,6 +237,13 @@ def _like(outputs: list[np.ndarray], reference: list[np.ndarray]) -> list[np.nda
             arr = arr.astype(ref.dtype)
         out.append(arr)
     return out
+
+
+def _unimplemented_outputs(target: Any, built: Any) -> tuple[frozenset[int], str] | None:
+    try:
+        return target.unimplemented_outputs(built)
+    except Exception:  # an error in the probe says nothing
+        return None
 
 
 def judge_domain(oracle: OracleConfig, built: Any, pristine: list[Any], reference: list[np.ndarray]) -> str | None:

@@ -177,7 +177,7 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
 def _undefined_rules(config_path: Path, tables: Any) -> tuple[UndefinedRule, ...]:
     """``[[undefined]]`` tables: ``apis`` (regexes), ``when`` (a condition), ``reason`` (the spec's
     words), and the condition's own options (``input``, ``inputs``, ``outputs``, ``kwarg``, ``range``,
-    ``ranks``, ``attribute``, ``values``); ``domain`` and ``opsets`` for any rule."""
+    ``ranks``, ``attribute``, ``values``); ``domain``, ``library`` and ``opsets`` for any rule."""
     if not isinstance(tables, list):
         raise OperaError(f"oracle config {config_path}: write undefined rules as [[undefined]] tables")
     rules = []
@@ -198,8 +198,11 @@ def _undefined_rules(config_path: Path, tables: Any) -> tuple[UndefinedRule, ...
             patterns = tuple(re.compile(str(a)) for a in apis)
         except re.error as exc:
             raise OperaError(f"{where}: bad pattern ({exc})") from None
-        if not isinstance(table.get("domain", False), bool):
-            raise OperaError(f"{where}: domain = true or false")
+        for flag in ("domain", "library"):
+            if not isinstance(table.get(flag, False), bool):
+                raise OperaError(f"{where}: {flag} = true or false")
+        if table.get("domain") and table.get("library"):
+            raise OperaError(f"{where}: domain and library exclude each other")
         opsets = table.get("opsets")
         if opsets is not None and not (
             isinstance(opsets, list) and len(opsets) == 2 and all(isinstance(v, int) for v in opsets)

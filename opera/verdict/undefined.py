@@ -17,6 +17,11 @@ per-axis quantization scale at an opset that defines only a scalar one, a NaN cl
 name the opset does not have), so nothing a compiler does with it is a deviation, a rejection or a
 crash included. Such a test is ``undefined`` before the compiler runs (``outside_domain``). Any rule
 may be limited to the ONNX opsets where the text holds: ``opsets = [first, last]``.
+
+A rule with ``library = true`` records a known defect of the library's references themselves
+(onnxruntime and ``onnx.reference`` agreeing with each other against the specification's text, so a
+second reference cannot see it): a compiler that differs there is ``unstable-reference``, the
+library being no judge, with the rule's reason (the upstream issue).
 """
 
 from __future__ import annotations
@@ -42,9 +47,12 @@ class UndefinedRule:
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def domain(self) -> bool:
-        """The condition puts the instance outside the operator's domain (not only some values)."""
-        return self.options.get("domain") is True
+    def kind(self) -> str:
+        """``domain``: the condition puts the instance outside the operator's domain; ``library``:
+        the library's references are known to be wrong there; ``values``: some values are undefined."""
+        if self.options.get("domain") is True:
+            return "domain"
+        return "library" if self.options.get("library") is True else "values"
 
     def applies_to(self, api: str, opset: int | None = None) -> bool:
         opsets = self.options.get("opsets")
@@ -193,13 +201,13 @@ def find_undefined(
     inputs: dict[str, np.ndarray],
     reference: Sequence[np.ndarray],
     opset: int | None = None,
-    domain: bool = False,
+    kind: str = "values",
 ) -> Undefinedness | None:
-    """The first rule for ``api`` whose condition holds on this test, as masks; None if none does.
-    ``domain``: the rules that put an instance outside the operator's domain, else the others."""
+    """The first rule of ``kind`` (``UndefinedRule.kind``) for ``api`` whose condition holds on
+    this test, as masks; None if none does."""
     case = _Case(api, kwargs, inputs, reference, opset)
     for rule in rules:
-        if rule.domain != domain or not rule.applies_to(api, opset):
+        if rule.kind != kind or not rule.applies_to(api, opset):
             continue
         masks = CONDITIONS[rule.when](case, rule.options)
         if masks is not None:
@@ -218,7 +226,7 @@ def outside_domain(
 ) -> str | None:
     """The reason an instance lies outside its operator's defined domain (a ``domain = true`` rule
     holds), or None."""
-    found = find_undefined(rules, api, kwargs, inputs, reference, opset, domain=True)
+    found = find_undefined(rules, api, kwargs, inputs, reference, opset, kind="domain")
     return found.reason if found is not None else None
 
 

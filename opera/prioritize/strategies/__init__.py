@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opera.errors import OperaError
 from opera.model import OperatorInstance
 from opera.registry import Registry
+
+if TYPE_CHECKING:
+    from opera.prioritize.history import OperatorHistory
 
 __all__ = [
     "STRATEGIES",
@@ -37,7 +40,8 @@ class PrioritizeContext:
 
     ``equipped``: instances from the compiler's own frontend tests (``Num_DLC`` and, when
     ``precover_equipped``, parameter partitions counted as covered before the first pick).
-    ``coverage``: a coverage-data JSON file for the white-box baselines.
+    ``coverage``: a coverage-data JSON file for the white-box baselines. ``history``: what earlier
+    runs said of each operator on the target (the ``opera`` strategy's operator score when given).
     """
 
     target: str | None = None
@@ -47,6 +51,8 @@ class PrioritizeContext:
     coverage: Path | None = None
     precover_equipped: bool = True
     zero_case: str = "untested-first"  # operator score when Num_DLC = 0 (see _greedy.operator_scores)
+    # earlier runs on the target (opera.prioritize.history): the opera strategy's operator score
+    history: OperatorHistory | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # strategies report figures here
 
 

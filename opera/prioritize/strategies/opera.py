@@ -12,7 +12,10 @@ from opera.prioritize.strategies import PrioritizeContext, Strategy, register_st
 @register_strategy
 class OperaStrategy(Strategy):
     name = "opera"
-    description = "operator score Num_DLL/Num_DLC x parameter-partition diversity, greedy"
+    description = (
+        "operator score (Num_DLL/Num_DLC, or with a history the operator's bug rate on the target in "
+        "earlier runs) x parameter-partition diversity, greedy"
+    )
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
         return diversity_order(
@@ -23,4 +26,5 @@ class OperaStrategy(Strategy):
             precover_equipped=ctx.precover_equipped,
             zero_case=ctx.zero_case,
             notes=ctx.notes,
+            history=ctx.history,
         )

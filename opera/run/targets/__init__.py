@@ -169,6 +169,12 @@ class Target(abc.ABC):
         model is a coverage gap (``unsupported``, with this reason), not a bug."""
         return None
 
+    def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
+        """Outputs of ``built`` (by position) that the frontend, by its own words, does not compute
+        (a placeholder in their place), with the reason; None when it computes them all. A test whose
+        only differences are there is a coverage gap; the other outputs are still judged."""
+        return None
+
     def compile_variant(self, converted: Any, variant: str) -> Any:
         """``converted`` compiled another way that must give the outputs ``compile`` gives, for
         ``run``: ``"optlevel"`` (another optimization level: optimizations off, or on where the default has them off) or

@@ -21,6 +21,7 @@ the operator's values still reach the oracle, and it keeps the first failure on 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +160,9 @@ class _TvmTarget(Target):
         # TOPI kernels that implement some dtypes only: "layer_norm: only support float32 and float16
         # for now" (a bfloat16 LayerNormalization)
         r"only support [\w ,]+ for now",
+        # "Tensor type BFLOAT16 is currently not supported" (TFLite frontend's dtype table),
+        # "rotary position embedding is not currently supported"
+        r"is (currently not|not currently) supported",
     )
 
     def _reproducer_run(self) -> str:
@@ -265,7 +269,33 @@ class TvmTorchTarget(_TvmTarget):
     library = "torch"
     requires = ("tvm", "tvm.relax", "torch")
     frontend_paths = ("tvm/relax/frontend/torch", "tvm/relax/frontend/common")
-    unsupported_patterns: tuple[str, ...] = (r"^builtins\.ValueError: Unsupported op ",)
+    unsupported_patterns: tuple[str, ...] = (
+        r"^builtins\.ValueError: Unsupported op ",
+        # as_strided beyond a view of a contiguous layout: "as_strided with non-contiguous stride [...]
+        # for size [...] is not supported"
+        r"as_strided with non-contiguous stride .*is not supported",
+    )
+
+    def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
+        """Outputs after the first that TVM's converter fills with a placeholder, by its own words:
+        ``_max_pool2d_with_indices``: "We only compute the output and create a placeholder for
+        indices" (the indices come back as ``zeros_like(output)``)."""
+        import inspect
+
+        program = export_torch(built).run_decompositions()  # what from_exported_program converts
+        handlers = _tvm_torch_handlers()
+        for node in program.graph.nodes:
+            name = str(node.target).removeprefix("aten.")
+            handler = handlers.get(name) if node.op == "call_function" else None
+            try:
+                source = inspect.getsource(handler) if handler is not None else ""
+            except (OSError, TypeError):
+                continue
+            if "placeholder for" in source:
+                return frozenset(range(1, 64)), (
+                    f"TVM's converter for aten.{name} computes only its first output (its source: 'create a placeholder')"
+                )
+        return None
 
     def converter_name(self, built: SingleOpModel) -> str | None:
         return aten_ops(built)
@@ -337,6 +367,8 @@ class TvmOnnxTarget(_TvmTarget):
         cls = onnx_frontend._get_convert_map().get(op_type) if domain in ("", "ai.onnx") else None
         if cls is None:
             return None
+        if "microsoft" in (cls.__doc__ or ""):  # "Converts an onnx.microsoft Attention node ..."
+            return f"TVM's {cls.__name__} converter implements the com.microsoft operator, not ai.onnx {op_type}-{opset}"
         unread = unread_attributes(cls, built.model.graph.node[0], opset)
         if unread:
             return f"attribute(s) {', '.join(unread)} never read by TVM's {cls.__name__} converter"
@@ -483,3 +515,11 @@ def _keras_input_names(built: SingleOpModel) -> list[str]:
         return [t.name.split(":")[0] for t in built.model.inputs]
     except Exception:
         return []
+
+
+@functools.lru_cache(maxsize=1)
+def _tvm_torch_handlers() -> dict[str, Any]:
+    """TVM's torch.export converters by ATen op name (``"max_pool2d_with_indices.default"``)."""
+    from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+    return dict(ExportedProgramImporter().create_convert_map())

@@ -1,0 +1,83 @@
+"""Prioritization that learns across runs (issue 15): ``OperatorHistory`` from a real results store
+scores each operator by its bug rate on the target, and the ``opera`` strategy puts the operators
+that failed before ahead of those that passed or were gaps; an operator never seen scores 1/2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _run_fixtures import add, fault, write
+
+from opera.cli import main
+from opera.corpus import CorpusReader
+from opera.errors import OperaError
+from opera.model import InstanceKind, OperatorInstance, Source
+from opera.prioritize import prioritize_files, read_order
+from opera.prioritize.history import OperatorHistory
+
+
+def _sigmoid(k: int) -> OperatorInstance:
+    return OperatorInstance(
+        library="onnx",
+        api="onnx::Sigmoid",
+        kind=InstanceKind.ONNX_NODE,
+        inputs=(np.full((2, 2), float(k), np.float32),),
+        extra={"opset": 17, "domain": "", "n_outputs": 1},
+        source=Source(suite="opera-tests", test="sigmoid"),
+    )
+
+
+@pytest.fixture(scope="module")
+def history_store(tmp_path_factory):
+    """Night 1 on test-faults: every Relu of the corpus crashes (injected faults), every Add passes."""
+    tmp = tmp_path_factory.mktemp("history")
+    corpus = write(tmp / "night1.jsonl", [fault("raise", k) for k in range(4)] + [add((2, 3), (2, 3), k) for k in range(4)])
+    store = tmp / "s.db"
+    assert main(["run", str(corpus), "-t", "test-faults", "--store", str(store), "-q", "--no-verify"]) == 0
+    return store
+
+
+def test_operator_scores_are_laplace_estimates_of_the_bug_rate(history_store) -> None:
+    history = OperatorHistory.from_store(history_store, "test-faults")
+    assert history.tests["onnx::Relu"] == 4 and history.bugs["onnx::Relu"] == 4
+    assert history.tests["onnx::Add"] == 4 and history.bugs["onnx::Add"] == 0
+    assert history.score("onnx::Relu") == pytest.approx(5 / 6)
+    assert history.score("onnx::Add") == pytest.approx(1 / 6)
+    assert history.score("onnx::Sigmoid") == pytest.approx(1 / 2)  # never ran: explored first
+    assert history.score("onnx::Relu@com.example") == history.score("onnx::Relu")
+
+
+def test_the_order_follows_what_earlier_runs_found(history_store, tmp_path) -> None:
+    # night 2: new instances of the same operators and one the store never saw
+    tonight = write(
+        tmp_path / "night2.jsonl",
+        [add((3, 2), (3, 2), 10 + k) for k in range(3)] + [fault("raise", 10 + k) for k in range(3)] + [_sigmoid(1)],
+    )
+    ordering, header = prioritize_files([tonight], target="test-faults", strategy="opera", history=history_store)
+    apis = {i.id: i.api for i in CorpusReader([tonight])}
+    first_of = {api: min(k for k, iid in enumerate(ordering.ids) if apis[iid] == api) for api in set(apis.values())}
+    # Relu failed 4 of 4 (5/6), Sigmoid never ran (1/2), Add passed 4 of 4 (1/6)
+    assert first_of["onnx::Relu"] < first_of["onnx::Sigmoid"] < first_of["onnx::Add"]
+    assert header["history"] == str(history_store) and ordering.notes["operators_in_history"] == 2
+    # without a history every operator has the same score: the Add (first in the corpus) leads
+    plain, _ = prioritize_files([tonight], target="test-faults", strategy="opera")
+    assert apis[plain.ids[0]] == "onnx::Add"
+
+
+def test_bad_history_is_one_clear_line(history_store, tmp_path, capsys) -> None:
+    with pytest.raises(OperaError, match="history store not found"):
+        OperatorHistory.from_store(tmp_path / "missing.db", "test-faults")
+    with pytest.raises(OperaError, match="has no test on target test-wrong: nothing to learn from"):
+        OperatorHistory.from_store(history_store, "test-wrong")
+    corpus = write(tmp_path / "c.jsonl", [add((2, 2), (2, 2), 1)])
+    code = main(["prioritize", str(corpus), "--target", "test-wrong", "--history", str(history_store), "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "nothing to learn from" in err
+
+
+def test_the_cli_writes_the_history_into_the_order_header(history_store, tmp_path) -> None:
+    corpus = write(tmp_path / "c.jsonl", [add((2, 2), (2, 2), 1), fault("raise", 20)])
+    order = tmp_path / "o.order"
+    assert main(["prioritize", str(corpus), "--target", "test-faults", "--history", str(history_store), "-o", str(order)]) == 0
+    ids, header = read_order(order)
+    assert header["history"] == str(history_store) and len(ids) == 2

@@ -1,0 +1,64 @@
+"""Classes a third judged sample found (issue 11, docs/verdict-sample.md, sample 3), each on the
+corpus instance the sample drew, through the real compiler:
+
+- gaps in the frontend's own words or code: TVM's ONNX ``Attention`` converter is the com.microsoft
+  operator's (its docstring), ``as_strided`` beyond a contiguous view ("is not supported"),
+  ``max_pool*_with_indices`` whose indices TVM fills with a placeholder (its source's words: the
+  pooled values are still judged), a TFLite tensor type TVM "is currently not supported";
+- OpenVINO's CPU plugin computes float64 in float32 (its documented inference precisions): float64
+  outputs are judged at float32's relative tolerance, while an Inf turned finite stays a finding;
+- a known defect of the library's references (ONNX RoiAlign ``mode='max'``: onnxruntime and
+  onnx.reference agree against the spec's text) is ``unstable-reference``, not a compiler bug.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _run_fixtures import verdict_in_process
+
+from opera.corpus import CorpusReader
+from opera.model import OperatorInstance
+from opera.outcomes import Outcome
+
+HARVESTED = Path(__file__).resolve().parents[1] / "harvested"
+
+
+def _by_id(library: str, instance_id: str) -> OperatorInstance:
+    for inst in CorpusReader([HARVESTED / f"{library}.jsonl.gz"]):
+        if inst.id == instance_id:
+            return inst
+    raise AssertionError(f"{instance_id} is not in harvested/{library}.jsonl.gz")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "library", "instance_id", "words"),
+    [
+        ("tvm-onnx", "onnx", "143c17f89e6746cab6a1", "implements the com.microsoft operator"),
+        ("tvm-torch", "torch", "41c6075e9e53c369852a", "is not supported"),
+        ("tvm-torch", "torch", "804b7c3305e3b4c75342", "computes only its first output"),
+        ("tvm-keras", "keras", "3ae4154795d910ef3afc", "is currently not supported"),
+    ],
+)
+def test_features_a_frontend_lacks_are_gaps(target: str, library: str, instance_id: str, words: str, state) -> None:
+    result = verdict_in_process(state, _by_id(library, instance_id), target)
+    assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
+    assert words in result.message, result.message
+
+
+@pytest.mark.slow
+def test_float64_is_judged_at_the_precision_openvino_computes_it(state) -> None:
+    conv = verdict_in_process(state, _by_id("keras", "ffd932101ea440c2dd36"), "ov-keras")  # float64 conv3d, ~1e7
+    assert conv.outcome is Outcome.PASS, (conv.outcome, conv.message[-300:])
+    cast = verdict_in_process(state, _by_id("onnx", "9bec86cdbb154bbb2725"), "ov-onnx")  # Inf cast to float64
+    assert cast.outcome is Outcome.INCONSISTENT, (cast.outcome, cast.message[-300:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tvm-onnx", "ov-onnx"])
+def test_a_known_defect_of_the_reference_is_no_compiler_verdict(target: str, state) -> None:
+    result = verdict_in_process(state, _by_id("onnx", "05e91083ca149d61e4c7"), target)  # RoiAlign mode=max
+    assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-300:])
+    assert "known defect of the library's reference" in result.message and "onnx/onnx#4764" in result.message
