@@ -81,3 +81,24 @@ def test_the_cli_writes_the_history_into_the_order_header(history_store, tmp_pat
     assert main(["prioritize", str(corpus), "--target", "test-faults", "--history", str(history_store), "-o", str(order)]) == 0
     ids, header = read_order(order)
     assert header["history"] == str(history_store) and len(ids) == 2
+
+
+def test_within_an_operator_the_partitions_that_failed_come_first(tmp_path) -> None:
+    """Night 1: Relu on a [1, 3] input crashed (injected faults), Relu on [2, 3] passed. Night 2's
+    Relus are ordered by the partitions' bug rates: a [1, 3] one first, where the order without a
+    history starts with a [2, 3] one."""
+    from _run_fixtures import relus
+
+    night1 = write(tmp_path / "n1.jsonl", [fault("raise", k) for k in range(3)] + relus(6))
+    store = tmp_path / "s.db"
+    assert main(["run", str(night1), "-t", "test-faults", "--store", str(store), "-q", "--no-verify"]) == 0
+    history = OperatorHistory.from_store(store, "test-faults")
+    wide, narrow = relus(1, start=50)[0], fault("raise", 50)
+    assert history.weight(narrow) > 1.0 > history.weight(wide)
+    # the [2, 3] Relus are the rarer setting tonight: without a history they lead (rarity ties)
+    tonight = write(tmp_path / "n2.jsonl", relus(2, start=40) + [fault("raise", 40 + k) for k in range(4)])
+    ordering, _ = prioritize_files([tonight], target="test-faults", strategy="opera", history=store)
+    shapes = {i.id: i.inputs[0].shape for i in CorpusReader([tonight])}
+    assert shapes[ordering.ids[0]] == (1, 3)
+    plain, _ = prioritize_files([tonight], target="test-faults", strategy="opera")
+    assert shapes[plain.ids[0]] == (2, 3)

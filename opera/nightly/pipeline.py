@@ -197,7 +197,9 @@ def _order(
     equipped = config.equipped.get(target, [])
     ctx.equipped = load_equipped(equipped, library, target)
     # the store is the bandit's state: what earlier nights found on each operator scores it tonight
-    history = OperatorHistory.from_results(target, store.results(), source=str(store.path))
+    earlier = [r for r in store.results() if r.target == target]
+    known = {i.id: i for i in instances} if earlier else {}
+    history = OperatorHistory.from_results(target, earlier, source=str(store.path), instances=known)
     ctx.history = history if history.tests else None
     ordering = prioritize(instances, config.strategy, ctx)
     replay: list[str] = []

@@ -173,9 +173,12 @@ def greedy_order(
     precovered: Iterable[int] = (),
     stats: dict[str, object] | None = None,
     rarity_ties: bool = True,
+    weights: Sequence[float] | None = None,
 ) -> list[str]:
     """Greedy order by ``op_score[op] * diversity``; ``use_diversity=False`` makes diversity 1.
     ``rarity_ties=False`` breaks equal-diversity ties by corpus order alone (the paper's text).
+    ``weights``: per instance (equal for instances of one element tuple), multiplying its diversity
+    and breaking ties before rarity (a history's instance-level bug rate).
 
     Instances of one operator with the same element tuple (the interner shares it) always have the
     same diversity, so each operator's heap holds one entry per distinct tuple (a *group*), keyed by
@@ -204,9 +207,13 @@ def greedy_order(
             group_next.append(0)
         group_members[g].append(i)
 
+    weight = [1.0] * len(group_members)
+    if weights is not None:
+        weight = [float(weights[members[0]]) for members in group_members]
+
     def diversity(g: int) -> float:
         el = group_elements[g]
-        return (len(el) - sum(map(getc, el))) / len(el)
+        return weight[g] * (len(el) - sum(map(getc, el))) / len(el)
 
     # Rarity: the mean inverse frequency of a group's elements among its operator's instances.
     # It breaks ties of equal diversity (every operator's first round is all ties at 1.0): the most
@@ -220,6 +227,8 @@ def greedy_order(
         for g in group_of[op].values():
             el = group_elements[g]
             rarity[g] = sum(1.0 / freq[e] for e in el) / len(el) if el else 0.0
+    if weights is not None:  # the weight decides ties first: rarity is at most 1
+        rarity = [2.0 * weight[g] + r for g, r in enumerate(rarity)]
 
     # Candidate heaps: (-diversity, -rarity, first remaining instance, version, group).
     heaps: list[list[tuple[float, float, int, int, int]]] = [[] for _ in range(n_ops)]
@@ -312,11 +321,15 @@ def diversity_order(
     start = time.perf_counter()
     rejected: list[str] = []
 
+    kept: dict[str, OperatorInstance] = {}  # only with a history: its weights read the instances
+
     def runnable(items: Iterable[OperatorInstance]) -> Iterable[OperatorInstance]:
         for inst in items:
             if inst.valid is False:
                 rejected.append(inst.id)
             else:
+                if history is not None:
+                    kept.setdefault(inst.id, inst)
                 yield inst
 
     corpus = compile_corpus(runnable(instances))
@@ -339,8 +352,17 @@ def diversity_order(
     compile_seconds = time.perf_counter() - start
     stats: dict[str, object] = {}
     start = time.perf_counter()
+    weights = None
+    if history is not None and use_diversity:
+        weights = [history.weight(kept[iid]) for iid in corpus.ids]
     order = greedy_order(
-        corpus, op_score, use_diversity=use_diversity, precovered=precovered, stats=stats, rarity_ties=rarity_ties
+        corpus,
+        op_score,
+        use_diversity=use_diversity,
+        precovered=precovered,
+        stats=stats,
+        rarity_ties=rarity_ties,
+        weights=weights,
     )
     placed = set(order)
     for iid in rejected:

@@ -15,17 +15,28 @@ place. The store is the
 bandit's state: a nightly adds its results and the next night's order follows. In the ``opera``
 strategy this score replaces the equipped corpus's ``Num_DLL / Num_DLC`` as the operator score,
 and diversity still orders each operator's tests.
+
+The same estimate one level down orders an operator's tests: each parameter partition of an
+operator (``instance_singles``: a dtype and rank, an attribute's value class) gets its Laplace bug
+rate among the earlier tests that had it, with the operator's score as the prior, and a test's
+``weight`` is the best of its partitions' rates over the operator's score. It multiplies the test's
+diversity in the greedy order: a float16 convolution goes ahead of the float32 ones when float16
+convolutions failed before. It needs the earlier runs' instances (their corpus files); without
+them only the operator scores are learned.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opera.corpus import instances_by_id
 from opera.errors import OperaError
-from opera.outcomes import FAILURE_OUTCOMES
+from opera.model import OperatorInstance
+from opera.outcomes import FAILURE_OUTCOMES, TestResult
+from opera.prioritize.partitions import instance_singles, operator_key
 
 __all__ = ["OperatorHistory"]
 
@@ -35,6 +46,9 @@ class OperatorHistory:
     target: str
     tests: Counter[str] = field(default_factory=Counter)  # operator -> tests with a verdict
     bugs: Counter[str] = field(default_factory=Counter)  # operator -> tests that revealed a bug
+    # (operator key, parameter partition) -> tests that had it / that revealed a bug
+    element_tests: Counter[tuple[str, Hashable]] = field(default_factory=Counter)
+    element_bugs: Counter[tuple[str, Hashable]] = field(default_factory=Counter)
     source: str = ""  # where it came from, for notes and order-file headers
 
     def score(self, api: str) -> float:
@@ -42,23 +56,46 @@ class OperatorHistory:
         api = api.split("@", 1)[0]  # an operator key names a non-default ONNX domain after "@"
         return (self.bugs[api] + 1) / (self.tests[api] + 2)
 
+    def weight(self, inst: OperatorInstance) -> float:
+        """How much likelier than its operator's average ``inst`` is to reveal a bug: the best
+        Laplace rate of its parameter partitions (prior: the operator's score) over that score."""
+        op = operator_key(inst)
+        prior = self.score(op)
+        rates = [
+            (self.element_bugs[(op, s)] + 2 * prior) / (self.element_tests[(op, s)] + 2)
+            for s in set(instance_singles(inst))
+        ]
+        return max(rates) / prior if rates else 1.0
+
     def knows(self, apis: Iterable[str]) -> int:
         """How many of ``apis`` ran on the target before."""
         return sum(1 for a in set(apis) if self.tests[a])
 
     @classmethod
-    def from_results(cls, target: str, results: Iterable[object], source: str = "") -> OperatorHistory:
-        """Counts from ``TestResult``s (the last one per instance of the target wins)."""
-        latest: dict[str, object] = {}
+    def from_results(
+        cls,
+        target: str,
+        results: Iterable[TestResult],
+        source: str = "",
+        instances: Mapping[str, OperatorInstance] | None = None,
+    ) -> OperatorHistory:
+        """Counts from ``TestResult``s (the last one per instance of the target wins); partition
+        counts for those whose instance ``instances`` holds."""
+        latest: dict[str, TestResult] = {}
         for r in results:
-            if getattr(r, "target", None) == target:
-                latest[r.instance_id] = r  # type: ignore[attr-defined]
+            if r.target == target:
+                latest[r.instance_id] = r
         history = cls(target, source=source)
         for r in latest.values():
-            api = r.api  # type: ignore[attr-defined]
-            history.tests[api] += 1
-            if r.outcome in FAILURE_OUTCOMES and r.signature:  # type: ignore[attr-defined]
-                history.bugs[api] += 1
+            bug = r.outcome in FAILURE_OUTCOMES and bool(r.signature)
+            history.tests[r.api] += 1
+            history.bugs[r.api] += bug
+            inst = instances.get(r.instance_id) if instances else None
+            if inst is not None:
+                op = operator_key(inst)
+                for single in set(instance_singles(inst)):
+                    history.element_tests[(op, single)] += 1
+                    history.element_bugs[(op, single)] += bug
         return history
 
     @classmethod
@@ -75,13 +112,14 @@ class OperatorHistory:
             raise OperaError(f"history store not found: {p}")
         try:
             with ResultStore(p) as store:
-                ids = [r.id for r in store.runs()] if runs is None else list(runs)
-                results = [r for run in ids if run not in exclude for r in store.results(run)]
+                chosen = [r for r in store.runs() if (runs is None or r.id in runs) and r.id not in exclude]
+                results = [r for run in chosen for r in store.results(run.id) if r.target == target]
         except OperaError:
             raise
         except Exception as exc:
             raise OperaError(f"history store {p} cannot be read: {type(exc).__name__}: {exc}") from None
-        history = cls.from_results(target, results, source=str(p))
+        instances = instances_by_id((c for run in chosen for c in run.corpus), {r.instance_id for r in results})
+        history = cls.from_results(target, results, source=str(p), instances=instances)
         if not history.tests:
             raise OperaError(f"history store {p} has no test on target {target}: nothing to learn from")
         return history
