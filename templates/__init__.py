@@ -14,6 +14,7 @@ imported only when its library is used (it imports the library: seconds).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,13 @@ class Template:
         the two references disagree beyond tolerance, the library is not a trustworthy judge of
         this instance (``unstable-reference``), whatever the compiler did."""
         return None
+
+    def default_attribute_references(self, built: SingleOpModel, inputs: list[np.ndarray]) -> Iterator[tuple[str, list[np.ndarray]]]:
+        """For each attribute ``built`` sets to a value other than its documented default: (what
+        was set, the library's outputs with that attribute at its default). Asked only when a
+        compiler disagrees with the reference: a compiler whose outputs are exactly those ignores
+        the attribute (a coverage gap, not a wrong result). None where the library has no defaults."""
+        return iter(())
 
     reference_name: str = ""  # what computes the expected outputs, in a bug report's words
 

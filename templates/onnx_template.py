@@ -35,6 +35,7 @@ since opset 13), so the model keeps its meaning and more consumers accept it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -500,6 +501,37 @@ class OnnxTemplate(Template):
         except Exception:  # the evaluator lacks the op or the type: no second opinion
             return None
         return "onnx.reference", flatten_outputs(outputs)
+
+
+    def default_attribute_references(
+        self, built: SingleOpModel, inputs: list[np.ndarray]
+    ) -> Iterator[tuple[str, list[np.ndarray]]]:
+        """The node with one attribute at a time removed (its schema default then applies), run by
+        the same reference; attributes without a default, or whose removal the library rejects, are
+        skipped."""
+        import onnx
+
+        node = built.model.graph.node[0]
+        try:
+            schema = onnx.defs.get_schema(node.op_type, int(built.details.get("opset") or 0), node.domain or "")
+        except Exception:
+            return
+        for k, attr in enumerate(node.attribute):
+            formal = schema.attributes.get(attr.name)
+            if formal is None or not formal.default_value.name:  # required, or no documented default
+                continue
+            if onnx.helper.get_attribute_value(attr) == onnx.helper.get_attribute_value(formal.default_value):
+                continue
+            variant = onnx.ModelProto()
+            variant.CopyFrom(built.model)
+            del variant.graph.node[0].attribute[k]
+            other = SingleOpModel(built.instance, variant, [_copy(x) for x in inputs], built.input_names, dict(built.details))
+            try:
+                outputs = self.reference(other)
+            except Exception:
+                continue
+            shown = attribute_to_value(attr)
+            yield f"{attr.name}={shown!r}", outputs
 
 
 def _copy(value: Any) -> Any:

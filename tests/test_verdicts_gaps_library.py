@@ -7,6 +7,9 @@ corpus instance the sample drew, through the real compiler:
   pooled values are still judged), a TFLite tensor type TVM "is currently not supported";
 - OpenVINO's CPU plugin computes float64 in float32 (its documented inference precisions): float64
   outputs are judged at float32's relative tolerance, while an Inf turned finite stays a finding;
+- an attribute a frontend ignores (its outputs are exactly the operator's with that attribute at its
+  default: OpenVINO's SpaceToDepth-28 ``mode='CRD'``, GRU-22 ``layout=1``; sample 4) and OpenVINO's
+  two-dimensional Col2Im (its words) are gaps, while a wrong ReduceMin stays a bug;
 - a known defect of the library's references (ONNX RoiAlign ``mode='max'``: onnxruntime and
   onnx.reference agree against the spec's text) is ``unstable-reference``, not a compiler bug.
 """
@@ -62,3 +65,24 @@ def test_a_known_defect_of_the_reference_is_no_compiler_verdict(target: str, sta
     result = verdict_in_process(state, _by_id("onnx", "05e91083ca149d61e4c7"), target)  # RoiAlign mode=max
     assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-300:])
     assert "known defect of the library's reference" in result.message and "onnx/onnx#4764" in result.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("instance_id", "words"),
+    [
+        ("8cc26049787f3916ea9b", "attribute mode='CRD' ignored"),  # SpaceToDepth-28
+        ("0803795f15a7f82743aa", "attribute layout=1 ignored"),  # GRU-22
+        ("e6973e0d0c65204b8cec", "output_size must be a 1D input of shape [2]"),  # Col2Im on a 3-D image
+    ],
+)
+def test_what_openvino_ignores_or_lacks_is_a_gap(instance_id: str, words: str, state) -> None:
+    result = verdict_in_process(state, _by_id("onnx", instance_id), "ov-onnx")
+    assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
+    assert words in result.message, result.message
+
+
+@pytest.mark.slow
+def test_a_wrong_result_with_default_attributes_stays_a_bug(state) -> None:
+    result = verdict_in_process(state, _by_id("onnx", "7758e9ea39010f9e2a82"), "ov-onnx")  # ReduceMin, empty axis
+    assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-300:])
