@@ -67,6 +67,12 @@ class Template:
         the attribute (a coverage gap, not a wrong result). None where the library has no defaults."""
         return iter(())
 
+    def draws_random(self, built: SingleOpModel) -> str | None:
+        """What in ``built`` draws random numbers though its API is not a random one (an operator
+        that samples internally), or None. Asked when a compiler's values differ: another
+        implementation may draw other numbers, so only count, shapes and dtypes are compared."""
+        return None
+
     reference_name: str = ""  # what computes the expected outputs, in a bug report's words
 
     def combine(self, parts: list[SingleOpModel]) -> SingleOpModel | None:

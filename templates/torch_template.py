@@ -432,6 +432,25 @@ class TorchTemplate(Template):
                     setattr(model, name, tensor)
 
 
+    def draws_random(self, built: SingleOpModel) -> str | None:
+        """The ATen operators of the exported model tagged ``nondeterministic_seeded`` (torch's own
+        mark for operators that consume the random generator: ``fractional_max_pool3d`` draws its
+        offsets with ``aten.rand``), or None."""
+        from opera.run.targets._artifacts import export_torch
+
+        try:
+            program = export_torch(built)
+        except Exception:
+            return None
+        seeded = sorted(
+            {
+                str(node.target)
+                for node in program.graph.nodes
+                if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+            }
+        )
+        return f"it draws random numbers inside ({', '.join(seeded)})" if seeded else None
+
     def second_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
         """The same model in float64 (what PyTorch asks of fuzzer reports before calling a
         float32 difference a bug): float inputs, parameters and buffers promoted, run eagerly.

@@ -183,6 +183,15 @@ def _attribute_not_in(case: _Case, options: dict[str, Any]) -> OutputMasks | Non
     return None if value in options.get("values", ()) else [True for _ in case.reference]
 
 
+def _kwarg_not_integer(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A keyword argument (``kwarg``) documented as an int given a non-integral number: e.g.
+    ``torch.std``'s ``correction``."""
+    value = case.kwargs.get(str(options.get("kwarg", "")))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or float(value).is_integer():
+        return None
+    return [True for _ in case.reference]
+
+
 CONDITIONS: dict[str, Condition] = {
     "always": _always,
     "float-to-int-out-of-range": _float_to_int_out_of_range,
@@ -191,6 +200,7 @@ CONDITIONS: dict[str, Condition] = {
     "input-true": _input_true,
     "input-rank": _input_rank,
     "attribute-not-in": _attribute_not_in,
+    "kwarg-not-integer": _kwarg_not_integer,
 }
 
 

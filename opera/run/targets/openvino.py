@@ -235,6 +235,9 @@ class OvTorchTarget(_OvTarget):
         # a complex dtype reaching a conversion (chalf/cfloat/cdouble): the frontend's internal
         # Complex type cannot become an element type ("Bad as from: ...type7ComplexE to: ...element4TypeE")
         r"Bad as from: \w*Complex\w* to: \w*element\w*Type",
+        # std/var/var_mean with a correction other than 0 or 1: "[PyTorch Frontend] Unexpected value
+        # of correction" (the translator implements the two Bessel cases only)
+        r"Unexpected value of correction",
     )
 
     def converter_name(self, built: SingleOpModel) -> str | None:
