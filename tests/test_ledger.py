@@ -270,6 +270,26 @@ status = "new"
     assert Ledger(path).classify([f16]).new == [f16] and Ledger(path).classify([f16]).lines(path)[1:] == []
 
 
+def test_an_entry_that_found_its_own_root_cause_does_not_claim_a_new_one_by_signature(tmp_path: Path) -> None:
+    """A new defect under an old signature stays new: the entry of the old root cause (id and
+    signature) matched its own id in this triage, so it does not also know the other one (seen:
+    TVM's composite reductions over no axes returned as 'known' under an empty-axis entry)."""
+    old = _cause(features=("empty:in0",))
+    fresh = _cause(features=("attribute:noop_with_empty_axes=1",))
+    path = _ledger(tmp_path, f"""
+[[bug]]
+id = "{old.id}"
+target = "tvm-onnx"
+signature = "{SIG}"
+status = "new"
+""")
+    ledger = load_ledger(path)
+    found = ledger.classify([old, fresh])
+    assert [c.id for c, _ in found.known] == [old.id] and found.new == [fresh]
+    # without its own root cause in the set (its id changed), the entry still knows it by signature
+    assert ledger.classify([fresh]).new == []
+
+
 # ---- opera triage / opera bugs on a real run --------------------------------------------------
 
 

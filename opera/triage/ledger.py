@@ -25,7 +25,9 @@ wins; otherwise the entries of the same target whose ``signature`` is one of the
 signatures, whose ``features`` are all among its features and whose ``error`` is a substring of
 its error line; of those the most specific (most features, then an error given), then the first
 in the file. An id is stable across runs as long as the same features explain the failure; the
-signature is the fallback when it changed, so an entry best carries both.
+signature is the fallback when it changed, so an entry best carries both. An entry whose own id is
+among the root causes examined does not also claim others by signature: a new defect under an
+old signature stays new.
 
 Every entry of the ledger is known, whatever its status (``new`` means "triaged, not reported
 yet"): a known root cause is not news. Bad input (a file that is not TOML, a top-level key other
@@ -191,12 +193,16 @@ class Ledger:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def match(self, cause: RootCause) -> Entry | None:
-        """The entry that knows ``cause``: by id, else the most specific by keys (module docstring)."""
+    def match(self, cause: RootCause, present: Iterable[str] = ()) -> Entry | None:
+        """The entry that knows ``cause``: by id, else the most specific by keys (module docstring).
+        ``present``: ids of the other root causes examined with it; an entry whose id is among them
+        has found its own root cause, so it does not also claim this one by signature (a new defect
+        under an old signature stays new)."""
         for entry in self.entries:
             if entry.id is not None and entry.id == cause.id and entry.target == cause.target:
                 return entry
-        candidates = [e for e in self.entries if e.matches_keys(cause)]
+        taken = set(present) - {cause.id}
+        candidates = [e for e in self.entries if e.matches_keys(cause) and e.id not in taken]
         if not candidates:
             return None
         return max(candidates, key=lambda e: (len(e.features), e.error is not None, -e.index))
@@ -209,8 +215,9 @@ class Ledger:
         examined = set(targets) if targets is not None else {c.target for c in causes}
         found = LedgerMatch()
         used: set[int] = set()
+        present = {c.id for c in causes}
         for cause in causes:
-            entry = self.match(cause)
+            entry = self.match(cause, present)
             if entry is None:
                 found.new.append(cause)
             else:
