@@ -94,14 +94,15 @@ def test_a_wrong_result_with_default_attributes_stays_a_bug(state) -> None:
 @pytest.mark.parametrize(
     ("target", "library", "instance_id", "outcome", "words"),
     [
-        # sample 4: fractional_max_pool3d draws its offsets with aten.rand; Inductor has its own generator
-        ("inductor-torch", "torch", "7a9f59a22d2f72e01500", Outcome.PASS, "draws random numbers inside (aten.rand"),
         # torch.std(correction=0.5): the documented type is int
         ("ov-torch", "torch", "d503db3c0341869b3fc1", Outcome.UNDEFINED, "correction (int)"),
         # torch.std(correction=2): "[PyTorch Frontend] Unexpected value of correction"
         ("ov-torch", "torch", "b0e4f053c49c61756a7c", Outcome.UNSUPPORTED, "Unexpected value of correction"),
         # keras.ops.unique: TOPK_V2 with a k computed at run time, read as a constant by TVM
         ("tvm-keras", "keras", "99481c2b8b81d22dfaef", Outcome.UNSUPPORTED, "bytes-like object"),
+        # TFLite options TVM's frontend never reads: GATHER's batch_dims, ARG_MIN's output type
+        ("tvm-keras", "keras", "a3ea4704c7c0f00852df", Outcome.UNSUPPORTED, "GATHER.BatchDims=1 never read"),
+        ("tvm-keras", "keras", "9030885f7c872d5d5bdf", Outcome.UNSUPPORTED, "ARG_MIN.OutputType=2 never read"),
         # and a real bug beside them stays one: torch add's alpha dropped by TVM
         ("tvm-torch", "torch", "103b337cfc9b172da0cc", Outcome.INCONSISTENT, "distance"),
     ],
@@ -110,3 +111,17 @@ def test_sample_4_classes(target: str, library: str, instance_id: str, outcome: 
     result = verdict_in_process(state, _by_id(library, instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
+
+
+@pytest.mark.slow
+def test_random_numbers_drawn_inside_an_operator_are_not_compared(state) -> None:
+    """Sample 4: fractional_max_pool3d draws its offsets with aten.rand, and Inductor has its own
+    generator (the pooled maxima coincide with eager's on some draws, so the outcome is a pass
+    either way; before, a difference was an inconsistency)."""
+    from opera.templates import get_template
+
+    inst = _by_id("torch", "7a9f59a22d2f72e01500")
+    drawn = get_template("torch").draws_random(get_template("torch").build(inst))
+    assert drawn is not None and "aten.rand" in drawn
+    result = verdict_in_process(state, inst, "inductor-torch")
+    assert result.outcome is Outcome.PASS, (result.outcome, result.message[-300:])

@@ -15,7 +15,7 @@ import inspect
 import re
 from typing import Any
 
-__all__ = ["sub_byte_types", "unread_attributes"]
+__all__ = ["sub_byte_types", "unread_attributes", "unread_tflite_options"]
 
 
 # Attributes that change only values Opera never compares: a random operator's ``seed`` (its
@@ -112,3 +112,67 @@ def sub_byte_types(model: Any) -> list[str]:
             ):
                 found.add(codes[attr.i])
     return sorted(found)
+
+
+@functools.cache
+def _tflite_frontend_source() -> str:
+    from tvm.relax.frontend.tflite import tflite_frontend
+
+    try:
+        return inspect.getsource(tflite_frontend)
+    except (OSError, TypeError):
+        return ""
+
+
+def unread_tflite_options(model: Any) -> list[str]:
+    """``OP.Option=value`` for each builtin option of the TFLite ``model``'s operators that is set
+    to a value other than the schema's default and that TVM's TFLite frontend never reads anywhere (its
+    getter, e.g. ``GatherOptions.BatchDims()``, is called nowhere in the frontend's module). Empty
+    when the frontend's source is not there."""
+    import tflite
+
+    source = _tflite_frontend_source()
+    if not source:
+        return []
+    option_classes = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
+    op_names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    found: list[str] = []
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            cls = getattr(tflite, option_classes.get(op.BuiltinOptionsType(), ""), None)
+            table = op.BuiltinOptions()
+            if cls is None or table is None:
+                continue
+            options = cls()
+            options.Init(table.Bytes, table.Pos)
+            defaults = _empty_table(cls)
+            code = model.OperatorCodes(op.OpcodeIndex())
+            name = op_names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
+            for getter in dir(cls):
+                if getter.startswith("_") or getter in ("Init",) or "Buffer" in getter or getter.startswith("GetRootAs"):
+                    continue
+                method = getattr(options, getter)
+                try:
+                    if len(inspect.signature(method).parameters) != 0:
+                        continue  # a vector element accessor
+                    value = method()
+                    default = getattr(defaults, getter)()
+                except (TypeError, ValueError):
+                    continue
+                if isinstance(value, (bool, int, float)) and value != default and f".{getter}(" not in source:
+                    found.append(f"{name}.{getter}={value}")
+    return sorted(set(found))
+
+
+@functools.cache
+def _empty_table(cls: type) -> Any:
+    """An options table with no field set: its getters return the schema's defaults (a flatbuffer
+    default may be true, e.g. ``AddOptions.PotScaleInt16``)."""
+    import flatbuffers
+
+    builder = flatbuffers.Builder(0)
+    builder.StartObject(0)
+    builder.Finish(builder.EndObject())
+    return cls.GetRootAs(builder.Output(), 0)  # type: ignore[attr-defined]

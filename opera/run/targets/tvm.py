@@ -31,7 +31,7 @@ from opera.outputs import flatten_outputs
 from opera.reproduce.steps import TORCH_LOAD, ReproducerSteps, exported_program, prepared_onnx
 from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
-from opera.run.targets._converter_source import sub_byte_types, unread_attributes
+from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
@@ -414,6 +414,16 @@ class TvmKerasTarget(_TvmTarget):
         # and size inside a WHILE body) computed at run time: np.frombuffer of a tensor with no data
         r"^builtins\.TypeError: a bytes-like object is required, not 'int'$",
     )
+
+    def unimplemented_feature(self, built: SingleOpModel) -> str | None:
+        """A TFLite operator option set to a non-default value that TVM's TFLite frontend never
+        reads (e.g. GATHER's ``batch_dims``: ``GatherOptions.BatchDims()`` is called nowhere)."""
+        import tflite
+
+        unread = unread_tflite_options(tflite.Model.GetRootAsModel(keras_to_tflite(built), 0))
+        if unread:
+            return f"TFLite option(s) {', '.join(unread)} never read by TVM's TFLite frontend"
+        return None
 
     def converter_name(self, built: SingleOpModel) -> str | None:
         """The TFLite builtin operators of the flatbuffer (TVM's TFLite frontend converts per op)."""
