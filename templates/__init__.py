@@ -67,6 +67,12 @@ class Template:
         the attribute (a coverage gap, not a wrong result). None where the library has no defaults."""
         return iter(())
 
+    def lowered_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
+        """The library's own lowering of the model (what a frontend that converts it receives), run
+        by the library, as (its name, outputs); None where there is none. Asked for targets that
+        convert that lowering (``Target.converts_library_lowering``) when their outputs differ."""
+        return None
+
     def draws_random(self, built: SingleOpModel) -> str | None:
         """What in ``built`` draws random numbers though its API is not a random one (an operator
         that samples internally), or None. Asked when a compiler's values differ: another

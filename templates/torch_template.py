@@ -432,6 +432,19 @@ class TorchTemplate(Template):
                     setattr(model, name, tensor)
 
 
+    def lowered_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
+        """The exported program after torch's ``run_decompositions`` (what TVM's and OpenVINO's
+        torch frontends convert), run eagerly by torch; None when it cannot be made or run."""
+        from opera.run.targets._artifacts import export_torch
+
+        try:
+            module = export_torch(built).run_decompositions().module()
+            tensors = tuple(numpy_to_torch(np.asarray(x)) for x in inputs)
+            with torch.no_grad():
+                return "torch's decomposition (run_decompositions)", flatten_outputs(module(*tensors))
+        except Exception:
+            return None
+
     def draws_random(self, built: SingleOpModel) -> str | None:
         """The ATen operators of the exported model tagged ``nondeterministic_seeded`` (torch's own
         mark for operators that consume the random generator: ``fractional_max_pool3d`` draws its

@@ -125,6 +125,9 @@ class Target(abc.ABC):
     # Worth compiling many tests as one model (``opera run --batch``): a per-model fixed cost (export,
     # conversion) dominates a test and the library's template can ``combine`` models.
     batchable: bool = False
+    # The frontend converts the library's own lowering of the model (torch's run_decompositions), so
+    # a lowering that disagrees with the library itself is the library's inconsistency.
+    converts_library_lowering: bool = False
     issue_tracker: str = ""  # where its bugs are reported upstream (``opera triage`` names it)
 
     def availability(self) -> str | None:

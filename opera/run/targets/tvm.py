@@ -265,6 +265,7 @@ class _TvmTarget(Target):
 @register_target
 class TvmTorchTarget(_TvmTarget):
     batchable = True
+    converts_library_lowering = True
     name = "tvm-torch"
     library = "torch"
     requires = ("tvm", "tvm.relax", "torch")
@@ -277,9 +278,11 @@ class TvmTorchTarget(_TvmTarget):
     )
 
     def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
-        """Outputs after the first that TVM's converter fills with a placeholder, by its own words:
-        ``_max_pool2d_with_indices``: "We only compute the output and create a placeholder for
-        indices" (the indices come back as ``zeros_like(output)``)."""
+        """Outputs after the first that TVM's converter does not compute: filled with a placeholder by
+        its own words (``_max_pool2d_with_indices``: "We only compute the output and create a
+        placeholder for indices"), or the converted module's return tuple holding the first output
+        again in their place (``native_layer_norm``'s mean and rstd: TVM's getitem on a tensor
+        returns the tensor)."""
         import inspect
 
         program = export_torch(built).run_decompositions()  # what from_exported_program converts
@@ -295,6 +298,12 @@ class TvmTorchTarget(_TvmTarget):
                 return frozenset(range(1, 64)), (
                     f"TVM's converter for aten.{name} computes only its first output (its source: 'create a placeholder')"
                 )
+        copies = first_output_copies(self.convert(built).mod)
+        if copies:
+            return frozenset(copies), (
+                f"TVM's converted module returns its first output again as output(s) {sorted(copies)} "
+                "(the converter builds only the first output of a multi-output operator)"
+            )
         return None
 
     def converter_name(self, built: SingleOpModel) -> str | None:
@@ -536,3 +545,31 @@ def _tvm_torch_handlers() -> dict[str, Any]:
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
     return dict(ExportedProgramImporter().create_convert_map())
+
+
+def first_output_copies(mod: Any) -> set[int]:
+    """Positions k > 0 of ``main``'s returned tuple that are the very expression of position 0
+    (through the dataflow bindings): outputs the converter did not build."""
+    from tvm import relax
+
+    fn = mod["main"]
+    bound: dict[Any, Any] = {}
+    for block in fn.body.blocks:
+        for binding in block.bindings:
+            if isinstance(binding, relax.VarBinding):
+                bound[binding.var] = binding.value
+
+    def resolve(expr: Any) -> Any:
+        seen = 0
+        while isinstance(expr, relax.Var) and expr in bound and seen < 64:
+            nxt = bound[expr]
+            if not isinstance(nxt, (relax.Var, relax.Tuple)):
+                break
+            expr, seen = nxt, seen + 1
+        return expr
+
+    ret = resolve(fn.body.body)
+    if not isinstance(ret, relax.Tuple) or len(ret.fields) < 2:
+        return set()
+    first = resolve(ret.fields[0])
+    return {k for k, field in enumerate(ret.fields) if k and resolve(field).same_as(first)}
