@@ -127,7 +127,10 @@ def test_random_numbers_drawn_inside_an_operator_are_not_compared(state) -> None
     drawn = get_template("torch").draws_random(get_template("torch").build(inst))
     assert drawn is not None and "aten.rand" in drawn
     result = verdict_in_process(state, inst, "inductor-torch")
-    assert result.outcome is Outcome.PASS, (result.outcome, result.message[-300:])
+    # the two reference runs draw again: where their maxima differ the reference disagrees with
+    # itself (nondeterministic, values not compared); where they coincide, a difference from
+    # Inductor's own draw is not compared (pass). Never an inconsistency.
+    assert result.outcome in (Outcome.PASS, Outcome.NONDETERMINISTIC), (result.outcome, result.message[-300:])
 
 
 @pytest.mark.slow
@@ -156,3 +159,16 @@ def test_inductor_is_judged_on_its_own_decomposition(state) -> None:
     compiler under test (pytorch#137546), not a library it merely consumes."""
     result = verdict_in_process(state, _by_id("torch", "e3ea450392141e2d74de"), "inductor-torch")
     assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-300:])
+
+
+@pytest.mark.slow
+def test_an_onnx_instance_whose_reference_breaks_the_declared_output_shape_is_invalid(state) -> None:
+    """PRelu's slope must be "unidirectional broadcastable to X" (the ONNX PRelu doc); a generated
+    mutant with X of shape [5] and a slope of [3, 4, 5] gets X's shape from shape inference while
+    onnxruntime broadcasts both ways to [3, 4, 5]. The model is outside the operator's shape rules:
+    invalid, not a compiler's inconsistency (OpenVINO's build without snippets even crashes on it)."""
+    inst = _by_id("generated-onnx", "d912f2786c89609760a3")
+    assert inst.api == "onnx::PRelu"
+    result = verdict_in_process(state, inst, "ov-onnx")
+    assert result.outcome is Outcome.INVALID
+    assert "shape inference gives [5]" in result.message and "[3, 4, 5]" in result.message

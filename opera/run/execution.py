@@ -34,6 +34,7 @@ from opera.verdict.judge import (
     judge_domain,
     judge_exception,
     judge_outputs,
+    judge_undefined_values,
     traceback_text,
 )
 from opera.verdict.oracles import OracleConfig, compare_outputs, load_oracle_config
@@ -337,6 +338,7 @@ def _run_rules(
         unsupported=state.unsupported,
         build=lambda sliced: template.build(sliced, state.settings.seed, **options),
         values_comparable=comparable and not state.oracle.is_random(inst.api),
+        undefined=judge_undefined_values(state.oracle, built, pristine, reference),
     )
     return run_rules(state.settings.rules, ctx)
 

@@ -21,7 +21,7 @@ import numpy as np
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs
 from opera.verdict.signature import converter_of, inconsistency_signature, target_crash_signature
-from opera.verdict.undefined import find_undefined, mask_undefined, outside_domain
+from opera.verdict.undefined import Undefinedness, find_undefined, mask_undefined, outside_domain
 from opera.verdict.unsupported import UnsupportedPatterns, exception_text
 
 __all__ = [
@@ -285,6 +285,18 @@ def judge_domain(oracle: OracleConfig, built: Any, pristine: list[Any], referenc
     names = dict(zip(_names(built, pristine), pristine, strict=True))
     reason = outside_domain(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst))
     return None if reason is None else f"outside the operator's domain, not run through the compiler: {reason}"
+
+
+def judge_undefined_values(
+    oracle: OracleConfig, built: Any, pristine: list[Any], reference: list[np.ndarray]
+) -> Undefinedness | None:
+    """Where the test's output values are undefined by the operator's specification (``[[undefined]]``
+    value rules: a float Cast out of the integer type's range, NaN bounds, ...), as masks; None where
+    every value is defined. The rules beside the reference compare two compiler runs only where the
+    values are defined, as the reference oracle does."""
+    inst = built.instance
+    names = dict(zip(_names(built, pristine), pristine, strict=True))
+    return find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst))
 
 
 def _opset(inst: Any) -> int | None:

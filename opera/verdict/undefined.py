@@ -111,6 +111,21 @@ def _union(masks: list[np.ndarray], shape: tuple[int, ...]) -> Any:
     return out if out.any() else False
 
 
+def _integer_info(dtype: np.dtype) -> Any:
+    """The integer range of ``dtype`` (numpy's integers and ml_dtypes' int4/uint4/int2/...), or None
+    for a dtype that is not an integer."""
+    if dtype.kind in "iu":
+        return np.iinfo(dtype)
+    if dtype.kind == "V" and dtype.name.startswith(("int", "uint")):
+        try:
+            import ml_dtypes
+
+            return ml_dtypes.iinfo(dtype)
+        except (ImportError, ValueError, TypeError):
+            return None
+    return None
+
+
 def _float_to_int_out_of_range(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     """A float converted to an integer type it does not fit (NaN and +-Inf included)."""
     floats = _float_arrays(case)
@@ -119,10 +134,10 @@ def _float_to_int_out_of_range(case: _Case, options: dict[str, Any]) -> OutputMa
     masks: OutputMasks = []
     for ref in case.reference:
         ref = np.asarray(ref)
-        if ref.dtype.kind not in "iu":
+        info = _integer_info(ref.dtype)
+        if info is None:
             masks.append(False)
             continue
-        info = np.iinfo(ref.dtype)
         # the conversion truncates toward zero: (min - 1, max + 1) fits
         bad = [~np.isfinite(x) | (x <= float(info.min) - 1.0) | (x >= float(info.max) + 1.0) for x in floats]
         masks.append(_union(bad, ref.shape))

@@ -38,6 +38,7 @@ from opera.registry import Registry
 from opera.verdict.judge import first_lines, input_dtypes, traceback_text
 from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs
 from opera.verdict.signature import converter_of, target_crash_signature
+from opera.verdict.undefined import Undefinedness, mask_undefined
 from opera.verdict.unsupported import UnsupportedPatterns
 
 __all__ = [
@@ -93,6 +94,7 @@ class RuleContext:
     unsupported: UnsupportedPatterns
     build: Callable[[OperatorInstance], Any]  # the template's build with the run's seed and options
     values_comparable: bool = True  # False: random op / nondeterministic / undefined values
+    undefined: Undefinedness | None = None  # positions whose values the specification leaves undefined
 
     @property
     def target_name(self) -> str:
@@ -112,9 +114,16 @@ class RuleContext:
         the test's values were comparable at all, unless ``values`` says)."""
         inst = self.built.instance
         tolerance = (inst.tolerance.atol, inst.tolerance.rtol) if inst.tolerance is not None else None
+        expected, actual = list(expected), list(actual)
+        if self.undefined is not None:  # two runs may differ where the specification allows anything
+            if self.undefined.whole:
+                values = False
+            else:
+                expected = mask_undefined(self.reference, expected, self.undefined)
+                actual = mask_undefined(self.reference, actual, self.undefined)
         return compare_outputs(
-            list(expected),
-            list(actual),
+            expected,
+            actual,
             self.oracle,
             target=self.target_name,
             input_dtypes=input_dtypes(list(inputs if inputs is not None else self.inputs)),
