@@ -7,7 +7,7 @@ with a history of other runs (``--history``: what it would know on a later night
         [--random-seeds 10] [-o benchmarks/results/real_comparison.json] [--markdown TABLE.md]
 
 ``--history 2=other.db`` evaluates ``opera`` on run 2 with the history of ``other.db`` (never the
-evaluated run itself). The coverage strategies are left out (they need a measured coverage pass).
+evaluated run itself); ``--history 2=a.db,b.db`` merges several stores (several earlier nights). The coverage strategies are left out (they need a measured coverage pass).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from opera.store import ResultStore
 STRATEGIES = ["opera", "op-only", "param-only", "random", "fast", "opera-artifact"]
 
 
-def table(store: str, run: int, bugs: str, seeds: int, history: str | None) -> dict[str, dict[str, Any]]:
+def table(store: str, run: int, bugs: str, seeds: int, history: list[str] | None) -> dict[str, dict[str, Any]]:
     strategies = ["opera"] if history else STRATEGIES
     report = build_report(store, run, strategies=strategies, random_seeds=seeds, bugs=bugs, history=history)
     frame = apfd_frame(report)
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
-    histories = {int(k): v for k, v in (h.split("=", 1) for h in args.history)}
+    histories = {int(k): v.split(",") for k, v in (h.split("=", 1) for h in args.history)}
     with ResultStore(args.store) as db:
         runs = args.run or [r.id for r in db.runs()]
     result: dict[str, Any] = {"store": Path(args.store).name, "random_seeds": args.random_seeds, "bugs": {}}

@@ -102,3 +102,25 @@ def test_within_an_operator_the_partitions_that_failed_come_first(tmp_path) -> N
     assert shapes[ordering.ids[0]] == (1, 3)
     plain, _ = prioritize_files([tonight], target="test-faults", strategy="opera")
     assert shapes[plain.ids[0]] == (2, 3)
+
+
+def test_histories_of_several_stores_merge(history_store, tmp_path) -> None:
+    """Two nights kept in two stores count as one history: night 2 (another store) saw Add fail."""
+    corpus = write(tmp_path / "other.jsonl", [fault("raise", 30 + k) for k in range(2)] + [add((2, 2), (2, 2), 40)])
+    other = tmp_path / "other.db"
+    assert main(["run", str(corpus), "-t", "test-faults", "--store", str(other), "-q", "--no-verify"]) == 0
+    merged = OperatorHistory.from_stores([history_store, other], "test-faults")
+    assert merged.tests["onnx::Relu"] == 6 and merged.bugs["onnx::Relu"] == 6
+    assert merged.tests["onnx::Add"] == 5 and merged.bugs["onnx::Add"] == 0
+    assert merged.score("onnx::Relu") == pytest.approx(7 / 8)
+    assert str(history_store) in merged.source and str(other) in merged.source
+    # the evaluated run of a store never counts, the other store still does
+    alone = OperatorHistory.from_stores([history_store, other], "test-faults", evaluated=(other, 1))
+    assert alone.tests["onnx::Relu"] == 4
+    # the CLI takes --history twice and names both stores in the order header
+    order = tmp_path / "o.order"
+    args = ["prioritize", str(corpus), "--target", "test-faults", "--history", str(history_store), "--history", str(other)]
+    assert main([*args, "-o", str(order)]) == 0
+    assert read_order(order)[1]["history"] == f"{history_store}, {other}"
+    with pytest.raises(OperaError, match="cannot merge the history of test-other"):
+        merged.merged(OperatorHistory("test-other"))

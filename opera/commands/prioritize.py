@@ -42,8 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--history",
         metavar="STORE",
+        action="append",
         help="results store of earlier runs on the target: the opera strategy scores each operator by "
-        "its bug rate there (unseen operators first), instead of by the equipped corpus",
+        "its bug rate there (unseen operators first), instead of by the equipped corpus; repeat to merge stores",
     )
     parser.add_argument("-o", "--output", required=True, metavar="ORDER", help="order file to write")
     add_selection_arguments(parser)

@@ -62,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--history",
         metavar="STORE",
+        action="append",
         help="results store of earlier runs: the opera strategy scores operators by their bug rate there "
-        "(as `opera prioritize --history`); the evaluated run itself is never counted",
+        "(as `opera prioritize --history`; repeat to merge stores); the evaluated run itself is never counted",
     )
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the report files")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

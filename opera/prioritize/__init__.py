@@ -160,10 +160,10 @@ def prioritize_files(
     precover_equipped: bool = True,
     zero_case: str = "untested-first",
     selection: Selection | None = None,
-    history: str | os.PathLike[str] | None = None,
+    history: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
 ) -> tuple[Ordering, dict[str, Any]]:
     """Order corpus files for ``target`` (the part ``selection`` keeps); returns the ordering and
-    the order-file header. ``history``: a results store of earlier runs (``OperatorHistory``)."""
+    the order-file header. ``history``: results stores of earlier runs (``OperatorHistory``, merged)."""
     from opera.corpus import read_corpus
     from opera.run.targets import get_target
 
@@ -182,7 +182,7 @@ def prioritize_files(
     if history is not None:
         from opera.prioritize.history import OperatorHistory
 
-        ctx.history = OperatorHistory.from_store(Path(history), target)
+        ctx.history = OperatorHistory.from_stores(_paths(history), target)
 
     def instances() -> Iterator[OperatorInstance]:
         for path in corpus:
@@ -198,7 +198,7 @@ def prioritize_files(
         "precover_equipped": precover_equipped if strategy in ("opera", "param-only") else "n/a",
         "zero_case": zero_case if strategy in ("opera", "op-only") else "n/a",
         "seed": seed if impl.uses_seed else "n/a",
-        "history": str(history) if history is not None and strategy == "opera" else "n/a",
+        "history": ", ".join(str(p) for p in _paths(history)) if history is not None and strategy == "opera" else "n/a",
         "instances": len(ordering.ids),
         "prioritization_seconds": round(ordering.seconds, 3),
     }
@@ -207,3 +207,10 @@ def prioritize_files(
     if selection:
         header["selection"] = selection.describe()
     return ordering, header
+
+
+def _paths(history: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """One store or several, as paths."""
+    if isinstance(history, (str, os.PathLike)):
+        return [Path(history)]
+    return [Path(p) for p in history]

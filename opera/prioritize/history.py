@@ -98,6 +98,41 @@ class OperatorHistory:
                     history.element_bugs[(op, single)] += bug
         return history
 
+    def merged(self, other: OperatorHistory) -> OperatorHistory:
+        """The counts of both (the results of two stores: two machines, or nights kept apart)."""
+        if other.target != self.target:
+            raise OperaError(f"cannot merge the history of {other.target} into that of {self.target}")
+        return OperatorHistory(
+            self.target,
+            self.tests + other.tests,
+            self.bugs + other.bugs,
+            self.element_tests + other.element_tests,
+            self.element_bugs + other.element_bugs,
+            source=", ".join(s for s in (self.source, other.source) if s),
+        )
+
+    @classmethod
+    def from_stores(
+        cls, paths: Sequence[str | Path], target: str, evaluated: tuple[Path, int] | None = None
+    ) -> OperatorHistory:
+        """The merged history of ``target`` over several stores; ``evaluated``: a (store, run) that
+        must not count (the run an order is judged on), left out where one of ``paths`` is that store."""
+        histories = []
+        for path in paths:
+            same = evaluated is not None and Path(path).resolve() == evaluated[0].resolve()
+            try:
+                histories.append(cls.from_store(path, target, exclude=[evaluated[1]] if same and evaluated else ()))
+            except OperaError:
+                if not same or len(paths) == 1:
+                    raise
+                # the evaluated store holds nothing else: the other stores are the history
+        if not histories:
+            raise OperaError("no history store given")
+        merged = histories[0]
+        for other in histories[1:]:
+            merged = merged.merged(other)
+        return merged
+
     @classmethod
     def from_store(
         cls, path: str | Path, target: str, runs: Sequence[int] | None = None, exclude: Sequence[int] = ()

@@ -79,7 +79,7 @@ def build_report(
     allow_partial: bool = False,
     progress: bool = False,
     bugs: str = "signatures",
-    history: str | None = None,
+    history: str | Sequence[str] | None = None,
 ) -> Report:
     """Evaluate every strategy on one finished run of the store (default: its last run); ``bugs``:
     what one bug is, a unique signature or a root cause (``BUG_KEYS``)."""

@@ -65,7 +65,7 @@ class OrderSettings:
     seed: int = 0  # seed of the other seeded strategies (fast)
     precover_equipped: bool = True
     zero_case: str = "untested-first"
-    history: str | None = None  # a results store of earlier runs (the opera strategy's operator scores)
+    history: str | Sequence[str] | None = None  # results stores of earlier runs (the opera strategy's scores, merged)
 
 
 def ordered_strategy_names(names: Sequence[str] | None) -> list[str]:
@@ -241,8 +241,8 @@ def _history(settings: OrderSettings, data: RunData, target: str) -> OperatorHis
     order may not know the outcomes it is judged on)."""
     if settings.history is None:
         return None
-    same = Path(settings.history).resolve() == Path(data.store).resolve()
-    return OperatorHistory.from_store(settings.history, target, exclude=[data.run.id] if same else ())
+    paths = [settings.history] if isinstance(settings.history, str) else list(settings.history)
+    return OperatorHistory.from_stores(paths, target, evaluated=(Path(data.store), data.run.id))
 
 
 def _context(
