@@ -15,7 +15,8 @@ excludes generation. The growth exponent ``b`` of ``time ~ a * n^b`` is fitted (
 log-log) over the synthetic sizes. Writes ``benchmarks/results/prioritize_scaling.json``.
 
     nice -n 10 python benchmarks/prioritize_scaling.py [--sizes 10000 100000 1000000] \
-        [--artifact-corpus ORIGINAL_MIGRATED_ONNX] [--equipped-onnx F] [--equipped-torch F] [--equipped-keras F]
+        [--artifact-corpus ORIGINAL_MIGRATED_ONNX] [--equipped-onnx F] [--equipped-torch F] [--equipped-keras F] \
+        [--history TARGET STORE -o benchmarks/results/prioritize_scaling_history.json]
 
 Data paths default to files in $OPERA_SHARED, else in shared/ beside the checkout (see --help); a
 missing file is a usage error.
@@ -122,7 +123,7 @@ def synthetic(real: list[Any], n: int, seed: int, clock: list[float]) -> Iterato
 
 
 def measure_one(
-    kind: str, n: int, seed: int, artifact_onnx: Path, equipped_files: dict[str, Path]
+    kind: str, n: int, seed: int, artifact_onnx: Path, equipped_files: dict[str, Path], history: list[str] | None = None
 ) -> dict[str, Any]:
     """Run in a child process: prioritize one corpus, report times and peak RSS."""
     from opera.prioritize import PrioritizeContext, prioritize
@@ -142,6 +143,10 @@ def measure_one(
         equipped = list(read_equipped([equipped_files[real[0].library]]))
         instances = synthetic(real, n, seed, clock)
     ctx = PrioritizeContext(equipped=equipped, precover_equipped=True)
+    if history and kind == "synthetic":  # the strategy with what earlier runs on a target say
+        from opera.prioritize.history import OperatorHistory
+
+        ctx.history = OperatorHistory.from_store(history[1], history[0])
     generated_before = clock[0]
     start = time.perf_counter()
     ordering = prioritize(instances, "opera", ctx)
@@ -182,6 +187,13 @@ def main() -> int:
     parser.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", default=str(RESULTS))
     parser.add_argument(
+        "--history",
+        nargs=2,
+        metavar=("TARGET", "STORE"),
+        help="give the strategy the history of TARGET in results store STORE (a run of the template "
+        "library's target): operator scores and per-instance weights, as `opera prioritize --history`",
+    )
+    parser.add_argument(
         "--artifact-corpus",
         type=data_path,
         default=str(ARTIFACT_ONNX),
@@ -198,13 +210,15 @@ def main() -> int:
     args = parser.parse_args()
     equipped_files = {library: getattr(args, f"equipped_{library}") for library in EQUIPPED}
     if args.child:
-        row = measure_one(args.child[0], int(args.child[1]), args.seed, args.artifact_corpus, equipped_files)
+        row = measure_one(args.child[0], int(args.child[1]), args.seed, args.artifact_corpus, equipped_files, args.history)
         print(json.dumps(row))
         return 0
     source, real = _real_corpus(args.artifact_corpus)
     data_args = ["--artifact-corpus", str(args.artifact_corpus)]
     for library, path in equipped_files.items():
         data_args += [f"--equipped-{library}", str(path)]
+    if args.history:
+        data_args += ["--history", *args.history]
     rows = []
     for kind, n in [("artifact-onnx", 0)] + [("synthetic", n) for n in args.sizes]:
         proc = subprocess.run(
@@ -234,7 +248,8 @@ def main() -> int:
     )
     out = {
         "benchmark": "prioritize_scaling",
-        "strategy": "opera (equipped partitions precovered)",
+        "strategy": "opera (equipped partitions precovered)"
+        + (f", history of {args.history[0]} from {Path(args.history[1]).name}" if args.history else ""),
         "template_corpus": source,
         "artifact_corpus": shown(args.artifact_corpus),
         "equipped": {lib: shown(p) for lib, p in equipped_files.items()},

@@ -321,15 +321,18 @@ def diversity_order(
     start = time.perf_counter()
     rejected: list[str] = []
 
-    kept: dict[str, OperatorInstance] = {}  # only with a history: its weights read the instances
+    # only with a history: each instance's weight, read while the corpus streams by (keeping the
+    # instances themselves would hold a 1M-instance corpus in memory)
+    weight_of: dict[str, float] = {}
+    weigh = history is not None and use_diversity
 
     def runnable(items: Iterable[OperatorInstance]) -> Iterable[OperatorInstance]:
         for inst in items:
             if inst.valid is False:
                 rejected.append(inst.id)
             else:
-                if history is not None:
-                    kept.setdefault(inst.id, inst)
+                if weigh and inst.id not in weight_of:
+                    weight_of[inst.id] = history.weight(inst)  # type: ignore[union-attr]
                 yield inst
 
     corpus = compile_corpus(runnable(instances))
@@ -353,8 +356,8 @@ def diversity_order(
     stats: dict[str, object] = {}
     start = time.perf_counter()
     weights = None
-    if history is not None and use_diversity:
-        weights = [history.weight(kept[iid]) for iid in corpus.ids]
+    if weigh:
+        weights = [weight_of[iid] for iid in corpus.ids]
     order = greedy_order(
         corpus,
         op_score,
