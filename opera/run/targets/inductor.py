@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -161,7 +163,19 @@ class InductorTarget(Target):
         import torch
 
         with torch.no_grad():
-            converted.fn(*_fresh(converted.example_inputs))
+            try:
+                converted.fn(*_fresh(converted.example_inputs))
+            except Exception as exc:
+                broken = corrupt_cache_entries(exc)
+                if not broken:
+                    raise
+                # a kernel library an interrupted compile left empty in the shared cache (a killed
+                # worker, a full disk): not the operator's failure. Remove it and compile again.
+                with harness_step("remove a corrupt Inductor cache entry and compile again"):
+                    for path in broken:
+                        path.unlink(missing_ok=True)
+                    torch._dynamo.reset()
+                converted.fn(*_fresh(converted.example_inputs))
         return converted
 
     def run(self, compiled: CompiledCall, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -187,6 +201,29 @@ UNOPTIMIZED_OPTIONS: dict[str, Any] = {
 
 # Environment variables with which torch forces a graph cache on, over ``inductor_graph_caches_off``.
 _CACHE_FORCING_ENV = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
+
+
+_CORRUPT_LIBRARY = re.compile(r"(/\S+?\.so): (?:file too short|invalid ELF header)")
+
+
+def corrupt_cache_entries(exc: BaseException) -> list[Path]:
+    """Kernel libraries in Inductor's own cache directory that the exception says cannot be loaded
+    because they are truncated or not a library at all (``ImportError: ....main.so: file too
+    short``): what an interrupted compile leaves behind, which every later compile of the same
+    kernel would load again."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    root = Path(cache_dir()).resolve()
+    found: list[Path] = []
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        for match in _CORRUPT_LIBRARY.finditer(str(exc)):
+            path = Path(match.group(1))
+            if path.resolve().is_relative_to(root) and path not in found:
+                found.append(path)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return found
 
 
 def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
