@@ -4,10 +4,13 @@ each run of a store, over unique signatures and over root causes, and the ``oper
 with a history of other runs (``--history``: what it would know on a later night).
 
     python benchmarks/real_comparison.py STORE [--run N ...] [--history RUN=HISTORY_STORE ...] \\
-        [--random-seeds 10] [-o benchmarks/results/real_comparison.json] [--markdown TABLE.md]
+        [--coverage TARGET=FILE ...] [--random-seeds 10] [-o benchmarks/results/real_comparison.json] \\
+        [--markdown TABLE.md]
 
 ``--history 2=other.db`` evaluates ``opera`` on run 2 with the history of ``other.db`` (never the
-evaluated run itself); ``--history 2=a.db,b.db`` merges several stores (several earlier nights). The coverage strategies are left out (they need a measured coverage pass).
+evaluated run itself); ``--history 2=a.db,b.db`` merges several stores (several earlier nights).
+The coverage strategies run where ``--coverage`` gives a target's measured coverage, charged its
+collection time.
 """
 
 from __future__ import annotations
@@ -24,11 +27,18 @@ from opera.report.tables import apfd_frame
 from opera.store import ResultStore
 
 STRATEGIES = ["opera", "op-only", "param-only", "random", "fast", "opera-artifact"]
+# with --coverage TARGET=FILE (python -m opera.prioritize.coverage_data ... --store S --run N), charged
+# the coverage pass's time in their time-to-bug curves; skipped on targets without a file
+COVERAGE_STRATEGIES = ["total-cov", "add-cov"]
 
 
-def table(store: str, run: int, bugs: str, seeds: int, history: list[str] | None) -> dict[str, dict[str, Any]]:
-    strategies = ["opera"] if history else STRATEGIES
-    report = build_report(store, run, strategies=strategies, random_seeds=seeds, bugs=bugs, history=history)
+def table(
+    store: str, run: int, bugs: str, seeds: int, history: list[str] | None, coverage: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    strategies = ["opera"] if history else STRATEGIES + (COVERAGE_STRATEGIES if coverage else [])
+    report = build_report(
+        store, run, strategies=strategies, random_seeds=seeds, bugs=bugs, history=history, coverage=coverage or {}
+    )
     frame = apfd_frame(report)
     out: dict[str, dict[str, Any]] = {}
     for row in frame.to_dict("records"):
@@ -49,23 +59,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=int, action="append")
     parser.add_argument("--history", action="append", default=[], metavar="RUN=STORE")
     parser.add_argument("--random-seeds", type=int, default=10)
+    parser.add_argument("--coverage", action="append", default=[], metavar="TARGET=FILE")
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     histories = {int(k): v.split(",") for k, v in (h.split("=", 1) for h in args.history)}
+    coverage = dict(c.split("=", 1) for c in args.coverage)
     with ResultStore(args.store) as db:
         runs = args.run or [r.id for r in db.runs()]
     result: dict[str, Any] = {"store": Path(args.store).name, "random_seeds": args.random_seeds, "bugs": {}}
     for bugs in ("signatures", "root-causes"):
         per_target: dict[str, dict[str, Any]] = {}
         for run in runs:
-            rows = table(args.store, run, bugs, args.random_seeds, None)
+            rows = table(args.store, run, bugs, args.random_seeds, None, coverage)
             if run in histories:
                 for target, extra in table(args.store, run, bugs, 1, histories[run]).items():
                     rows.setdefault(target, {}).update({k: v for k, v in extra.items() if k == "opera+history"})
             per_target.update(rows)
         result["bugs"][bugs] = per_target
-    names = [*STRATEGIES, "opera+history"]
+    names = [*STRATEGIES, *(COVERAGE_STRATEGIES if coverage else []), "opera+history"]
     lines = []
     for bugs, per_target in result["bugs"].items():
         lines.append(f"APFD over {bugs}:\n")

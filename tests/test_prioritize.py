@@ -321,6 +321,17 @@ def test_total_and_additional_coverage(tmp_path: Path) -> None:
     assert res.notes["resets"] == 2
 
 
+def test_coverage_strategies_are_charged_their_coverage_pass(tmp_path: Path) -> None:
+    """No coverage order exists before the coverage pass ran: its time counts as the strategy's."""
+    t = [onnx("Op", k=k) for k in range(3)]
+    path = tmp_path / "cov.json"
+    path.write_text(json.dumps({"format": "opera-coverage", "version": 1, "tests": {t[0].id: ["a.py:1"]}, "seconds": 548.5}))
+    for name in ("total-cov", "add-cov"):
+        ordering = prioritize(t, name, PrioritizeContext(coverage=path))
+        assert 548.5 <= ordering.seconds < 560 and ordering.notes["charged_seconds"] == 548.5
+    assert prioritize(t, "opera", PrioritizeContext()).seconds < 10  # the others pay nothing extra
+
+
 def test_additional_order_plain() -> None:
     order, resets = additional_order(["x", "y", "z"], {"x": ["1"], "y": ["1", "2"], "z": ["3"]})
     assert order == ["y", "z", "x"] and resets == 1

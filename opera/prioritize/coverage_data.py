@@ -32,7 +32,7 @@ from typing import Any
 
 from opera.errors import OperaError
 
-__all__ = ["COVERAGE_COMMAND", "CoverageDataMissing", "frontend_dirs", "load_coverage", "main", "measure"]
+__all__ = ["COVERAGE_COMMAND", "CoverageDataMissing", "collection_seconds", "frontend_dirs", "load_coverage", "main", "measure"]
 
 COVERAGE_COMMAND = "python -m opera.prioritize.coverage_data CORPUS... --target TARGET -o COVERAGE.json"
 
@@ -59,6 +59,19 @@ def load_coverage(path: str | os.PathLike[str] | None, strategy: str = "total-co
     if not isinstance(tests, dict) or not all(isinstance(v, list) for v in tests.values()):
         raise OperaError(f'{path}: expected {{instance id: ["file:line", ...]}} (or an opera-coverage file)')
     return {str(k): [str(s) for s in v] for k, v in tests.items()}
+
+
+def collection_seconds(path: str | os.PathLike[str] | None) -> float:
+    """How long measuring the coverage took (the file's ``seconds``; 0 for a bare mapping): the
+    coverage strategies are charged it, since no order exists before the coverage pass ran."""
+    if path is None:
+        return 0.0
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return 0.0
+    seconds = data.get("seconds") if isinstance(data, dict) and "tests" in data else None
+    return float(seconds) if isinstance(seconds, (int, float)) else 0.0
 
 
 def frontend_dirs(target: Any) -> list[Path]:

@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Iterable
 
 from opera.model import OperatorInstance
-from opera.prioritize.coverage_data import load_coverage
+from opera.prioritize.coverage_data import collection_seconds, load_coverage
 from opera.prioritize.strategies import PrioritizeContext, Strategy, register_strategy
 from opera.prioritize.strategies.total_cov import corpus_ids
 
@@ -57,6 +57,7 @@ class AdditionalCoverageStrategy(Strategy):
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
         coverage = load_coverage(ctx.coverage, self.name)
+        ctx.notes["charged_seconds"] = collection_seconds(ctx.coverage)  # the coverage pass it needs
         ids = corpus_ids(instances)
         order, resets = additional_order(ids, coverage)
         ctx.notes.update(resets=resets, tests_without_coverage=sum(1 for iid in ids if iid not in coverage))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from opera.model import OperatorInstance
-from opera.prioritize.coverage_data import load_coverage
+from opera.prioritize.coverage_data import collection_seconds, load_coverage
 from opera.prioritize.strategies import PrioritizeContext, Strategy, register_strategy
 
 
@@ -23,6 +23,7 @@ class TotalCoverageStrategy(Strategy):
 
     def order(self, instances: Iterable[OperatorInstance], ctx: PrioritizeContext) -> list[str]:
         coverage = load_coverage(ctx.coverage, self.name)
+        ctx.notes["charged_seconds"] = collection_seconds(ctx.coverage)  # the coverage pass it needs
         ids = corpus_ids(instances)
         size = {iid: len(set(coverage.get(iid, ()))) for iid in ids}
         ctx.notes["tests_without_coverage"] = sum(1 for iid in ids if iid not in coverage)
