@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -53,6 +54,41 @@ def table(
     return out
 
 
+def _apfd(rows: dict[str, Any], name: str) -> float | None:
+    value = rows.get(name, {}).get("apfd")
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The APFD tables (over signatures, over root causes) of a result; "-" where a strategy did not
+    run on a target (the coverage strategies without a coverage file), means over the targets it ran on."""
+    names = [*STRATEGIES, *(COVERAGE_STRATEGIES if result.get("coverage") else []), "opera+history"]
+    lines = []
+    for bugs, per_target in result["bugs"].items():
+        lines.append(f"APFD over {bugs}:\n")
+        lines.append("| target (tests, bugs) | " + " | ".join(names) + " |")
+        lines.append("|---|" + "---:|" * len(names))
+        means: dict[str, list[float]] = {n: [] for n in names}
+        for target, rows in per_target.items():
+            first = next(iter(rows.values()))
+            values = {n: _apfd(rows, n) for n in names}
+            best = max((v for v in values.values() if v is not None), default=None)
+            cells = []
+            for n, value in values.items():
+                if value is None:
+                    cells.append("-")
+                    continue
+                means[n].append(value)
+                cells.append(f"**{value:.3f}**" if value == best else f"{value:.3f}")
+            lines.append(f"| {target} ({first['tests']:,}, {first['bugs']}) | " + " | ".join(cells) + " |")
+        cells = [
+            (f"{statistics.fmean(v):.3f}" + (f" ({len(v)})" if len(v) < len(per_target) else "")) if v else "-"
+            for v in means.values()
+        ]
+        lines.append("| mean | " + " | ".join(cells) + " |\n")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("store")
@@ -62,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coverage", action="append", default=[], metavar="TARGET=FILE")
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--render", type=Path, metavar="JSON", help="only print the tables of an earlier -o file")
     args = parser.parse_args(argv)
+    if args.render:
+        print(markdown(json.loads(args.render.read_text())))
+        return 0
     histories = {int(k): v.split(",") for k, v in (h.split("=", 1) for h in args.history)}
     coverage = dict(c.split("=", 1) for c in args.coverage)
     with ResultStore(args.store) as db:
@@ -71,37 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     for bugs in ("signatures", "root-causes"):
         per_target: dict[str, dict[str, Any]] = {}
         for run in runs:
-            rows = table(args.store, run, bugs, args.random_seeds, None, coverage)
+            with ResultStore(args.store) as db:
+                targets = set(db.get_run(run).config.get("targets", []))
+            own = {t: f for t, f in coverage.items() if t in targets}  # a coverage file per target of this run
+            rows = table(args.store, run, bugs, args.random_seeds, None, own)
             if run in histories:
                 for target, extra in table(args.store, run, bugs, 1, histories[run]).items():
                     rows.setdefault(target, {}).update({k: v for k, v in extra.items() if k == "opera+history"})
             per_target.update(rows)
         result["bugs"][bugs] = per_target
-    names = [*STRATEGIES, *(COVERAGE_STRATEGIES if coverage else []), "opera+history"]
-    lines = []
-    for bugs, per_target in result["bugs"].items():
-        lines.append(f"APFD over {bugs}:\n")
-        lines.append("| target (tests, bugs) | " + " | ".join(names) + " |")
-        lines.append("|---|" + "---:|" * len(names))
-        means: dict[str, list[float]] = {n: [] for n in names}
-        for target, rows in per_target.items():
-            first = next(iter(rows.values()))
-            best = max((rows[n]["apfd"] for n in names if n in rows and rows[n]["apfd"] is not None), default=None)
-            cells = []
-            for n in names:
-                value = rows.get(n, {}).get("apfd")
-                if value is None:
-                    cells.append("-")
-                    continue
-                means[n].append(value)
-                cells.append(f"**{value:.3f}**" if value == best else f"{value:.3f}")
-            lines.append(f"| {target} ({first['tests']:,}, {first['bugs']}) | " + " | ".join(cells) + " |")
-        lines.append(
-            "| mean | "
-            + " | ".join(f"{statistics.fmean(v):.3f}" if v else "-" for v in means.values())
-            + " |\n"
-        )
-    text = "\n".join(lines)
+    result["coverage"] = coverage
+    text = markdown(result)
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")

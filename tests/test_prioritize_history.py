@@ -124,3 +124,25 @@ def test_histories_of_several_stores_merge(history_store, tmp_path) -> None:
     assert read_order(order)[1]["history"] == f"{history_store}, {other}"
     with pytest.raises(OperaError, match="cannot merge the history of test-other"):
         merged.merged(OperatorHistory("test-other"))
+
+
+def test_weights_from_interned_partitions_equal_the_histories_own(tmp_path) -> None:
+    """The strategy weighs a corpus from its interned partitions; the result is
+    ``OperatorHistory.weight`` instance by instance."""
+    from opera.prioritize._greedy import compile_corpus, history_weights
+
+    history = OperatorHistory("t")
+    instances = [_sigmoid(k) for k in range(3)] + [add((2, 3), (2, 3), 1), add((1,), (4,), 2), fault("raise", 3)]
+    from opera.prioritize.partitions import instance_singles, operator_key
+
+    for inst in instances[:2] + instances[3:4]:  # earlier runs: two Sigmoids failed, the Add passed
+        op = operator_key(inst)
+        history.tests[inst.api] += 1
+        history.bugs[inst.api] += inst.api == "onnx::Sigmoid"
+        for single in set(instance_singles(inst)):
+            history.element_tests[(op, single)] += 1
+            history.element_bugs[(op, single)] += inst.api == "onnx::Sigmoid"
+    corpus = compile_corpus(instances)
+    fast = history_weights(corpus, history)
+    assert fast == pytest.approx([history.weight(i) for i in instances])
+    assert max(fast) > 1.0  # a partition that failed weighs more than its operator's average

@@ -135,6 +135,30 @@ def compile_corpus(
     return CompiledCorpus(ids=ids, op_of=op_of, elements=elements, interner=interner)
 
 
+def history_weights(corpus: CompiledCorpus, history: OperatorHistory) -> list[float]:
+    """``history.weight`` of every instance of ``corpus``, from its interned partitions: each
+    single's Laplace rate is computed once, and each distinct partition pattern's maximum once
+    (weighing 1M instances one by one would compute their partitions a second time)."""
+    interner = corpus.interner
+    rate = [0.0] * interner.count  # pairs stay 0: a weight is the best single's rate
+    prior_of: dict[int, float] = {}
+    for api, op in interner.ops.items():
+        prior = prior_of[op] = history.score(api)
+        if op < len(interner.singles_by_op):
+            for single, sid in interner.singles_by_op[op].items():
+                key = (api, single)
+                rate[sid] = (history.element_bugs[key] + 2 * prior) / (history.element_tests[key] + 2)
+    by_pattern: dict[int, float] = {}  # id of a shared elements tuple -> its weight
+    weights = []
+    for op, elements in zip(corpus.op_of, corpus.elements, strict=True):
+        weight = by_pattern.get(id(elements))
+        if weight is None:
+            prior = prior_of[op]
+            weight = by_pattern[id(elements)] = max((rate[e] for e in elements), default=prior) / prior
+        weights.append(weight)
+    return weights
+
+
 ZERO_CASES = ("untested-first", "smoothed")
 # Num_DLC = 0 reads as an infinite ratio: a large finite stand-in keeps score x diversity ordered
 # lexicographically (any untested instance with new partitions before every tested one) while
@@ -211,9 +235,15 @@ def greedy_order(
     if weights is not None:
         weight = [float(weights[members[0]]) for members in group_members]
 
-    def diversity(g: int) -> float:
-        el = group_elements[g]
-        return weight[g] * (len(el) - sum(map(getc, el))) / len(el)
+        def diversity(g: int) -> float:
+            el = group_elements[g]
+            return weight[g] * (len(el) - sum(map(getc, el))) / len(el)
+
+    else:  # the hot path without a history: no multiplication by 1
+
+        def diversity(g: int) -> float:
+            el = group_elements[g]
+            return (len(el) - sum(map(getc, el))) / len(el)
 
     # Rarity: the mean inverse frequency of a group's elements among its operator's instances.
     # It breaks ties of equal diversity (every operator's first round is all ties at 1.0): the most
@@ -321,18 +351,11 @@ def diversity_order(
     start = time.perf_counter()
     rejected: list[str] = []
 
-    # only with a history: each instance's weight, read while the corpus streams by (keeping the
-    # instances themselves would hold a 1M-instance corpus in memory)
-    weight_of: dict[str, float] = {}
-    weigh = history is not None and use_diversity
-
     def runnable(items: Iterable[OperatorInstance]) -> Iterable[OperatorInstance]:
         for inst in items:
             if inst.valid is False:
                 rejected.append(inst.id)
             else:
-                if weigh and inst.id not in weight_of:
-                    weight_of[inst.id] = history.weight(inst)  # type: ignore[union-attr]
                 yield inst
 
     corpus = compile_corpus(runnable(instances))
@@ -356,8 +379,8 @@ def diversity_order(
     stats: dict[str, object] = {}
     start = time.perf_counter()
     weights = None
-    if weigh:
-        weights = [weight_of[iid] for iid in corpus.ids]
+    if history is not None and use_diversity:
+        weights = history_weights(corpus, history)
     order = greedy_order(
         corpus,
         op_score,
