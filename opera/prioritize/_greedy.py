@@ -149,13 +149,15 @@ def history_weights(corpus: CompiledCorpus, history: OperatorHistory) -> list[fl
                 key = (api, single)
                 rate[sid] = (history.element_bugs[key] + 2 * prior) / (history.element_tests[key] + 2)
     by_pattern: dict[int, float] = {}  # id of a shared elements tuple -> its weight
-    weights = []
+    known, rate_of = by_pattern.get, rate.__getitem__
+    weights: list[float] = []
+    append = weights.append
     for op, elements in zip(corpus.op_of, corpus.elements, strict=True):
-        weight = by_pattern.get(id(elements))
+        weight = known(id(elements))
         if weight is None:
             prior = prior_of[op]
-            weight = by_pattern[id(elements)] = max((rate[e] for e in elements), default=prior) / prior
-        weights.append(weight)
+            weight = by_pattern[id(elements)] = max(map(rate_of, elements), default=prior) / prior
+        append(weight)
     return weights
 
 
