@@ -177,3 +177,22 @@ def test_an_onnx_instance_whose_reference_breaks_the_declared_output_shape_is_in
     result = verdict_in_process(state, inst, "ov-onnx")
     assert result.outcome is Outcome.INVALID
     assert "shape inference gives [5]" in result.message and "[3, 4, 5]" in result.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "instance_id", "outcome", "words"),
+    [
+        # generated mutants judged UNDEFINED (whole-corpus run): ReduceMean over an empty set
+        # ("yields undefined"), Trilu with upper = -1 or 65537 ("Boolean")
+        ("ov-onnx", "db4265c211967ca08921", Outcome.UNDEFINED, "yields undefined"),
+        ("tvm-onnx", "db4265c211967ca08921", Outcome.UNDEFINED, "yields undefined"),
+        ("ov-onnx", "629258be6d5608448643", Outcome.UNDEFINED, "Boolean"),
+    ],
+)
+def test_generated_mutants_outside_the_specifications_definitions_are_undefined(
+    target: str, instance_id: str, outcome: Outcome, words: str, state
+) -> None:
+    result = verdict_in_process(state, _by_id("generated-onnx", instance_id), target)
+    assert result.outcome is outcome, (result.outcome, result.message[-400:])
+    assert words in result.message, result.message

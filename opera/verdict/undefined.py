@@ -187,6 +187,16 @@ def _input_rank(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     return [True for _ in case.reference]
 
 
+def _empty_reduction(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A reduction whose data input (the first) is empty while its output is not: every output
+    value then reduces an empty set (the zero-size dimension can only be a reduced one)."""
+    data = next(iter(case.inputs.values()), None)
+    if data is None or np.asarray(data).size:
+        return None
+    masks: OutputMasks = [bool(np.asarray(ref).size) for ref in case.reference]
+    return masks if any(masks) else None
+
+
 def _attribute_not_in(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     """An attribute (``attribute``) set to a value outside ``values``: e.g. a mode name that a later
     opset introduced. An attribute left out takes its default, which is in the domain."""
@@ -215,6 +225,7 @@ CONDITIONS: dict[str, Condition] = {
     "input-true": _input_true,
     "input-rank": _input_rank,
     "attribute-not-in": _attribute_not_in,
+    "empty-reduction": _empty_reduction,
     "kwarg-not-integer": _kwarg_not_integer,
 }
 
