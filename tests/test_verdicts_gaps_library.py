@@ -53,6 +53,8 @@ def _by_id(library: str, instance_id: str) -> OperatorInstance:
         ("tvm-torch", "torch", "1414e1296ce2eacb30f0", "requires the input tensor to have float dtype"),
         ("ov-torch", "torch", "e57f4265bf38d3f7006b", "is out of bounds of input list of len"),
         ("ov-onnx", "onnx", "a7dc016401b3f409825b", "Bad format for f8 conversion type"),
+        # sample 7: a uint16 model (TVM's TFLite type table has no UINT16, KeyError: 16)
+        ("tvm-keras", "keras", "340f225532517c7d4339", "UINT16 (16) have no entry in TVM's TFLite frontend type table"),
     ],
 )
 def test_features_a_frontend_lacks_are_gaps(target: str, library: str, instance_id: str, words: str, state) -> None:

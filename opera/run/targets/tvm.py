@@ -429,11 +429,16 @@ class TvmKerasTarget(_TvmTarget):
     )
 
     def unimplemented_feature(self, built: SingleOpModel) -> str | None:
-        """A TFLite operator option set to a non-default value that TVM's TFLite frontend never
+        """A tensor type TVM's TFLite frontend has no entry for (uint16, float64, complex128: its
+        ``_decode_type`` table), or a TFLite operator option set to a non-default value that it never
         reads (e.g. GATHER's ``batch_dims``: ``GatherOptions.BatchDims()`` is called nowhere)."""
         import tflite
 
-        unread = unread_tflite_options(tflite.Model.GetRootAsModel(keras_to_tflite(built), 0))
+        model = tflite.Model.GetRootAsModel(keras_to_tflite(built), 0)
+        untyped = untyped_tflite_tensors(model)
+        if untyped:
+            return f"TFLite tensor type(s) {', '.join(untyped)} have no entry in TVM's TFLite frontend type table (_decode_type)"
+        unread = unread_tflite_options(model)
         if unread:
             return f"TFLite option(s) {', '.join(unread)} never read by TVM's TFLite frontend"
         return None
@@ -549,6 +554,25 @@ def _tvm_torch_handlers() -> dict[str, Any]:
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
 
     return dict(ExportedProgramImporter().create_convert_map())
+
+
+def untyped_tflite_tensors(model: Any) -> list[str]:
+    """The TFLite tensor types of ``model`` (every subgraph) that TVM's TFLite frontend cannot
+    decode: its ``_decode_type`` raises KeyError for them, e.g. ``UINT16 (16)``."""
+    import tflite
+    from tvm.relax.frontend.tflite.tflite_frontend import _decode_type
+
+    names = {v: k for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+    missing: set[int] = set()
+    for s in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(s)
+        for t in range(graph.TensorsLength()):
+            code = graph.Tensors(t).Type()
+            try:
+                _decode_type(code)
+            except KeyError:
+                missing.add(code)
+    return [f"{names.get(code, '?')} ({code})" for code in sorted(missing)]
 
 
 def first_output_copies(mod: Any) -> set[int]:
