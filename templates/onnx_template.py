@@ -519,16 +519,23 @@ class OnnxTemplate(Template):
             schema = onnx.defs.get_schema(node.op_type, int(built.details.get("opset") or 0), node.domain or "")
         except Exception:
             return
+        removable = []  # (position, attribute) set to a non-default value that has a documented default
         for k, attr in enumerate(node.attribute):
             formal = schema.attributes.get(attr.name)
             if formal is None or not formal.default_value.name:  # required, or no documented default
                 continue
             if onnx.helper.get_attribute_value(attr) == onnx.helper.get_attribute_value(formal.default_value):
                 continue
+            removable.append((k, attr))
+        # one at a time, then all together (a frontend ignoring two of them, e.g. Attention-25's
+        # left_window_size and right_window_size, matches neither single variant)
+        groups = [[item] for item in removable] + ([removable] if len(removable) > 1 else [])
+        for group in groups:
             variant = onnx.ModelProto()
             variant.CopyFrom(built.model)
-            del variant.graph.node[0].attribute[k]
-            for out in variant.graph.output:  # the attribute may change the shape (GRU's layout)
+            for k, _ in sorted(group, key=lambda item: -item[0]):
+                del variant.graph.node[0].attribute[k]
+            for out in variant.graph.output:  # an attribute may change the shape (GRU's layout)
                 if out.type.HasField("tensor_type"):
                     out.type.tensor_type.ClearField("shape")
             other = SingleOpModel(built.instance, variant, [_copy(x) for x in inputs], built.input_names, dict(built.details))
@@ -536,8 +543,7 @@ class OnnxTemplate(Template):
                 outputs = self.reference(other)
             except Exception:
                 continue
-            shown = attribute_to_value(attr)
-            yield f"{attr.name}={shown!r}", outputs
+            yield ", ".join(f"{attr.name}={attribute_to_value(attr)!r}" for _, attr in group), outputs
 
 
 def _copy(value: Any) -> Any:

@@ -84,6 +84,8 @@ def test_a_known_defect_of_the_reference_is_no_compiler_verdict(target: str, sta
     ("instance_id", "words"),
     [
         ("8cc26049787f3916ea9b", "attribute mode='CRD' ignored"),  # SpaceToDepth-28
+        # sample 7: Attention-25 with both window attributes, which OpenVINO's converter never reads
+        ("e4e952292cc0963ce421", "attribute left_window_size=1, right_window_size=2 ignored"),
         ("0803795f15a7f82743aa", "attribute layout=1 ignored"),  # GRU-22
         ("e6973e0d0c65204b8cec", "output_size must be a 1D input of shape [2]"),  # Col2Im on a 3-D image
     ],
