@@ -184,7 +184,7 @@ def prioritize_files(
     if history is not None:
         from opera.prioritize.history import OperatorHistory
 
-        ctx.history = OperatorHistory.from_stores(_paths(history), target)
+        ctx.history = OperatorHistory.from_stores(history, target)
 
     def instances() -> Iterator[OperatorInstance]:
         for path in corpus:
@@ -200,7 +200,7 @@ def prioritize_files(
         "precover_equipped": precover_equipped if strategy in ("opera", "param-only") else "n/a",
         "zero_case": zero_case if strategy in ("opera", "op-only") else "n/a",
         "seed": seed if impl.uses_seed else "n/a",
-        "history": ", ".join(str(p) for p in _paths(history)) if history is not None and strategy == "opera" else "n/a",
+        "history": ctx.history.source if ctx.history is not None and strategy == "opera" else "n/a",
         "instances": len(ordering.ids),
         "prioritization_seconds": round(ordering.seconds, 3),
     }
@@ -209,10 +209,3 @@ def prioritize_files(
     if selection:
         header["selection"] = selection.describe()
     return ordering, header
-
-
-def _paths(history: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """One store or several, as paths."""
-    if isinstance(history, (str, os.PathLike)):
-        return [Path(history)]
-    return [Path(p) for p in history]

@@ -146,8 +146,7 @@ def history_weights(corpus: CompiledCorpus, history: OperatorHistory) -> list[fl
         prior = prior_of[op] = history.score(api)
         if op < len(interner.singles_by_op):
             for single, sid in interner.singles_by_op[op].items():
-                key = (api, single)
-                rate[sid] = (history.element_bugs[key] + 2 * prior) / (history.element_tests[key] + 2)
+                rate[sid] = history.partition_rate(api, single, prior)
     by_pattern: dict[int, float] = {}  # id of a shared elements tuple -> its weight
     known, rate_of = by_pattern.get, rate.__getitem__
     weights: list[float] = []

@@ -27,6 +27,7 @@ them only the operator scores are learned.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,15 +57,19 @@ class OperatorHistory:
         api = api.split("@", 1)[0]  # an operator key names a non-default ONNX domain after "@"
         return (self.bugs[api] + 1) / (self.tests[api] + 2)
 
+    def partition_rate(self, op: str, single: Hashable, prior: float) -> float:
+        """Laplace estimate of the bug rate of tests of operator ``op`` with the partition ``single``,
+        with ``prior`` (the operator's score) as the prior mean, worth two tests."""
+        key = (op, single)
+        return (self.element_bugs[key] + 2 * prior) / (self.element_tests[key] + 2)
+
     def weight(self, inst: OperatorInstance) -> float:
         """How much likelier than its operator's average ``inst`` is to reveal a bug: the best
-        Laplace rate of its parameter partitions (prior: the operator's score) over that score."""
+        Laplace rate of its parameter partitions (prior: the operator's score) over that score.
+        (The strategy computes the same from the interned corpus: ``_greedy.history_weights``.)"""
         op = operator_key(inst)
         prior = self.score(op)
-        rates = [
-            (self.element_bugs[(op, s)] + 2 * prior) / (self.element_tests[(op, s)] + 2)
-            for s in set(instance_singles(inst))
-        ]
+        rates = [self.partition_rate(op, s, prior) for s in set(instance_singles(inst))]
         return max(rates) / prior if rates else 1.0
 
     def knows(self, apis: Iterable[str]) -> int:
@@ -113,10 +118,14 @@ class OperatorHistory:
 
     @classmethod
     def from_stores(
-        cls, paths: Sequence[str | Path], target: str, evaluated: tuple[Path, int] | None = None
+        cls,
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        target: str,
+        evaluated: tuple[Path, int] | None = None,
     ) -> OperatorHistory:
-        """The merged history of ``target`` over several stores; ``evaluated``: a (store, run) that
-        must not count (the run an order is judged on), left out where one of ``paths`` is that store."""
+        """The merged history of ``target`` over one store or several; ``evaluated``: a (store, run)
+        that must not count (the run an order is judged on), left out where one of ``paths`` is that store."""
+        paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         histories = []
         for path in paths:
             same = evaluated is not None and Path(path).resolve() == evaluated[0].resolve()
@@ -135,7 +144,7 @@ class OperatorHistory:
 
     @classmethod
     def from_store(
-        cls, path: str | Path, target: str, runs: Sequence[int] | None = None, exclude: Sequence[int] = ()
+        cls, path: str | os.PathLike[str], target: str, runs: Sequence[int] | None = None, exclude: Sequence[int] = ()
     ) -> OperatorHistory:
         """The history of ``target`` in the store at ``path`` (``runs``: only those; ``exclude``:
         not those, e.g. the run being evaluated). ``OperaError`` (one line) on a store that cannot

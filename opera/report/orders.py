@@ -241,8 +241,7 @@ def _history(settings: OrderSettings, data: RunData, target: str) -> OperatorHis
     order may not know the outcomes it is judged on)."""
     if settings.history is None:
         return None
-    paths = [settings.history] if isinstance(settings.history, str) else list(settings.history)
-    return OperatorHistory.from_stores(paths, target, evaluated=(Path(data.store), data.run.id))
+    return OperatorHistory.from_stores(settings.history, target, evaluated=(Path(data.store), data.run.id))
 
 
 def _context(

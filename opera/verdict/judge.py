@@ -166,7 +166,7 @@ def judge_outputs(
         return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance)
 
     names = dict(zip(_names(built, pristine), pristine, strict=True))
-    undefined = find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst))
+    undefined = judge_undefined_values(oracle, built, pristine, reference)
     if undefined is not None and undefined.whole:
         verdict = compare(reference, outputs, values=False)
         if not verdict.consistent:
