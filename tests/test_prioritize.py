@@ -243,6 +243,20 @@ def _naive_opera(instances: list[OperatorInstance], equipped: list[OperatorInsta
     return order
 
 
+def test_equal_settings_share_one_elements_tuple() -> None:
+    """The greedy order groups an operator's instances by the identity of their elements tuple:
+    equal settings must get the same object, different ones different objects."""
+    a = onnx("Gather", inputs=(TensorSpec("float32", (3, 4)),), axis=2)
+    b = onnx("Gather", inputs=(TensorSpec("float32", (5, 9)),), axis=7)  # same partitions as a
+    c = onnx("Gather", inputs=(TensorSpec("float32", (5, 9)),), axis=0)
+    d = onnx("Relu", inputs=(TensorSpec("float32", (5, 9)),))
+    corpus = compile_corpus([a, b, c, d])
+    ea, eb, ec, ed = corpus.elements
+    assert ea is eb
+    assert ea != ec and ea is not ec
+    assert corpus.op_of[3] != corpus.op_of[0] and not set(ed) & set(ea)  # elements are per operator
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_lazy_heap_matches_naive_greedy(seed: int) -> None:
     corpus = _random_corpus(seed)

@@ -32,7 +32,10 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from opera.model import OperatorInstance
 from opera.prioritize.partitions import instance_singles, operator_key
@@ -72,11 +75,12 @@ class ElementInterner:
         Instances with the same singles share one tuple (the pattern cache, keyed by the single
         ids), so pairs are interned once per distinct pattern, not once per instance.
         """
+        found = instance_singles(inst)
         while len(self.singles_by_op) <= op:
             self.singles_by_op.append({})
         singles = self.singles_by_op[op]
         ids = []
-        for s in instance_singles(inst):
+        for s in found:
             sid = singles.get(s)
             if sid is None:
                 sid = singles[s] = self.count
@@ -98,8 +102,8 @@ class ElementInterner:
                     pid = pairs[pk] = self.count
                     self.count += 1
                 elems.append(pid)
-        self.patterns[pattern] = pattern if n == 1 else tuple(elems)
-        return self.patterns[pattern]
+        result = self.patterns[pattern] = pattern if n == 1 else tuple(elems)
+        return result
 
 
 @dataclass
@@ -222,11 +226,14 @@ def greedy_order(
     group_members: list[list[int]] = []
     group_elements: list[tuple[int, ...]] = []
     group_next: list[int] = []
-    group_of: list[dict[tuple[int, ...], int]] = [{} for _ in range(n_ops)]
+    # Keyed by the tuple's identity: the interner gives equal element tuples one shared object, and
+    # hashing a million tuples of tens of ints is a measurable share of a 1M-instance order.
+    group_of: list[dict[int, int]] = [{} for _ in range(n_ops)]
     for i, (op, el) in enumerate(zip(corpus.op_of, corpus.elements, strict=True)):
-        g = group_of[op].get(el)
+        key = id(el)
+        g = group_of[op].get(key)
         if g is None:
-            g = group_of[op][el] = len(group_members)
+            g = group_of[op][key] = len(group_members)
             group_members.append([])
             group_elements.append(el)
             group_next.append(0)
@@ -248,27 +255,42 @@ def greedy_order(
 
     # Rarity: the mean inverse frequency of a group's elements among its operator's instances.
     # It breaks ties of equal diversity (every operator's first round is all ties at 1.0): the most
-    # unusual setting first, not the corpus's first (often its most basic) instance.
-    rarity = [0.0] * len(group_members)
-    for op in range(n_ops) if rarity_ties else ():
-        freq: Counter[int] = Counter()
-        for g in group_of[op].values():
-            for e in group_elements[g]:
-                freq[e] += len(group_members[g])
-        for g in group_of[op].values():
-            el = group_elements[g]
-            rarity[g] = sum(1.0 / freq[e] for e in el) / len(el) if el else 0.0
+    # unusual setting first, not the corpus's first (often its most basic) instance. An element id
+    # belongs to one operator (singles are interned per operator, pairs from them), so one global
+    # count per element is the per-operator frequency; numpy adds in the same order as a Python
+    # loop would, so the values are the same to the bit.
+    n_groups = len(group_members)
+    lengths = np.fromiter(map(len, group_elements), dtype=np.int64, count=n_groups)
+    flat = np.fromiter(chain.from_iterable(group_elements), dtype=np.int64, count=int(lengths.sum()))
+    owner = np.repeat(np.arange(n_groups), lengths)
+    safe_lengths = np.maximum(lengths, 1)  # an empty tuple has rarity 0 and diversity 0
+    if rarity_ties:
+        sizes = np.fromiter(map(len, group_members), dtype=np.float64, count=n_groups)
+        freq = np.bincount(flat, weights=np.repeat(sizes, lengths), minlength=corpus.interner.count)
+        rarity_sum = np.bincount(owner, weights=1.0 / freq[flat], minlength=n_groups)
+        rarity = (rarity_sum / safe_lengths).tolist()
+    else:
+        rarity = [0.0] * n_groups
     if weights is not None:  # the weight decides ties first: rarity is at most 1
         rarity = [2.0 * weight[g] + r for g, r in enumerate(rarity)]
 
-    # Candidate heaps: (-diversity, -rarity, first remaining instance, version, group).
+    # Candidate heaps: (-diversity, -rarity, first remaining instance, version, group), the
+    # starting diversities from the precovered elements (the same arithmetic as ``diversity``).
+    if use_diversity:
+        covered_now = np.frombuffer(bytes(covered), dtype=np.uint8)[flat]
+        uncovered = lengths - np.bincount(owner, weights=covered_now, minlength=n_groups).astype(np.int64)
+        if weights is not None:
+            start = (np.asarray(weight) * uncovered / safe_lengths).tolist()
+        else:
+            start = (uncovered / safe_lengths).tolist()
+    else:
+        start = [1.0] * n_groups
     heaps: list[list[tuple[float, float, int, int, int]]] = [[] for _ in range(n_ops)]
     for op in range(n_ops):
+        heap = heaps[op]
         for g in group_of[op].values():
-            heaps[op].append(
-                (-diversity(g) if use_diversity else -1.0, -rarity[g], group_members[g][0], 0, g)
-            )
-        heapq.heapify(heaps[op])
+            heap.append((-start[g], -rarity[g], group_members[g][0], 0, g))
+        heapq.heapify(heap)
 
     def best(op: int) -> tuple[float, int] | None:
         nonlocal rescored
@@ -276,7 +298,7 @@ def greedy_order(
         v = version[op]
         while h:
             negd, negr, i, ver, g = h[0]
-            if ver == v or not use_diversity:
+            if ver == v or not negd or not use_diversity:  # diversity 0 stays 0: exact
                 return -negd, i
             rescored += 1
             heapq.heapreplace(h, (-diversity(g), negr, i, v, g))
@@ -295,15 +317,15 @@ def greedy_order(
 
     order: list[str] = []
     ids = corpus.ids
+    append, heapreplace, heappop = order.append, heapq.heapreplace, heapq.heappop
     while top:
-        _, _, _, op = top[0]
-        b = best(op)
-        assert b is not None
-        h = heaps[op]
+        op = top[0][3]
+        h = heaps[op]  # its top is exact: only a pick from ``op`` changes ``op``'s coverage
         negd, negr, i, _, g = h[0]
-        order.append(ids[i])
+        append(ids[i])
         picks[op] += 1
-        if use_diversity:
+        taken = group_next[g]
+        if use_diversity and not taken:  # a group's later picks cover nothing new
             new = False
             for e in group_elements[g]:
                 if not covered[e]:
@@ -311,20 +333,24 @@ def greedy_order(
                     new = True
             if new:
                 version[op] += 1
-        group_next[g] += 1
+        taken += 1
+        group_next[g] = taken
         members = group_members[g]
-        if group_next[g] < len(members):
+        if taken < len(members):
             # the group's own elements are now all covered: exact diversity 0 (or 1 without diversity)
-            heapq.heapreplace(
-                h, (0.0 if use_diversity else negd, negr, members[group_next[g]], version[op], g)
-            )
+            heapreplace(h, (0.0 if use_diversity else negd, negr, members[taken], version[op], g))
         else:
-            heapq.heappop(h)
-        nb = best(op)
-        if nb is None:
-            heapq.heappop(top)
-        else:
-            heapq.heapreplace(top, op_entry(op, nb[0]))
+            heappop(h)
+        if not h:
+            heappop(top)
+            continue
+        negd, _, _, ver, _ = h[0]
+        if negd and use_diversity and ver != version[op]:  # stale: re-score (``best``)
+            b = best(op)
+            assert b is not None
+            negd = -b[0]
+        s = op_score[op]
+        heapreplace(top, (s * negd, picks[op], -s, op))  # ``op_entry``, inlined
     if stats is not None:
         stats.update(groups=len(group_members), rescored=rescored)
     return order

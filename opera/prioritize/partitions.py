@@ -112,15 +112,28 @@ def _numpy_scalar(value: np.generic) -> Hashable:
     return ("scalar", name)
 
 
+_INT_PARTS = {x: ("int", x) for x in (-1, 0, 1)}
+_INT_LOW, _INT_HIGH = ("int", -2), ("int", 2)
+
+
+def _int(v: int) -> Hashable:
+    return _INT_HIGH if v >= 2 else _INT_LOW if v <= -2 else _INT_PARTS[v]
+
+
+def _tensor_spec(v: TensorSpec) -> Hashable:
+    cached = _TENSOR_CACHE.get((v.dtype, v.shape))
+    return cached if cached is not None else tensor_partition(v.dtype, v.shape)
+
+
 # Exact-type dispatch for the common value types (the hot path of prioritizing a large corpus);
 # everything else, subclasses included, goes through the isinstance chain in ``_partition_slow``.
 _DISPATCH: dict[type, Any] = {
     type(None): lambda v: ("none",),
     bool: lambda v: ("bool", v),
-    int: lambda v: ("int", int_partition(v)),
+    int: _int,
     float: lambda v: ("float", float_partition(v)),
     str: lambda v: ("str", v),
-    TensorSpec: lambda v: tensor_partition(v.dtype, v.shape),
+    TensorSpec: _tensor_spec,
     np.ndarray: lambda v: tensor_partition(str(v.dtype), v.shape),
     list: _sequence,
     tuple: _sequence,
@@ -129,10 +142,7 @@ _DISPATCH: dict[type, Any] = {
 
 def partition(value: Any) -> Hashable:
     """The partition (a hashable key) a neutral value falls into."""
-    fast = _DISPATCH.get(type(value))
-    if fast is not None:
-        return fast(value)
-    return _partition_slow(value)
+    return _DISPATCH.get(type(value), _partition_slow)(value)
 
 
 def _partition_slow(value: Any) -> Hashable:
@@ -194,15 +204,34 @@ def named_parameters(inst: OperatorInstance) -> list[tuple[str, Any]]:
     return params
 
 
+_ARG_NAMES = tuple(f"arg{i}" for i in range(64))
+_IN_NAMES = tuple(f"in{i}" for i in range(64))
+_KW_NAMES: dict[str, str] = {}
+
+
 def instance_singles(inst: OperatorInstance) -> list[Hashable]:
-    """The instance's (parameter name, partition) singles (``named_parameters``, inlined: hot path)."""
+    """The instance's (parameter name, partition) singles (``named_parameters``, inlined: hot path;
+    the parameter names are built once, not per instance)."""
     singles: list[Hashable] = []
-    if inst.kind is not InstanceKind.ONNX_NODE:
-        singles.extend((f"arg{i}", partition(v)) for i, v in enumerate(inst.args))
+    args, inputs = inst.args, inst.inputs
+    if args and inst.kind is not InstanceKind.ONNX_NODE:
+        if len(args) <= len(_ARG_NAMES):
+            singles.extend(zip(_ARG_NAMES, map(partition, args), strict=False))
+        else:
+            singles.extend((f"arg{i}", partition(v)) for i, v in enumerate(args))
     kwargs = inst.kwargs
     if kwargs:
-        singles.extend((f"kw:{k}", partition(kwargs[k])) for k in sorted(kwargs))
-    singles.extend((f"in{i}", partition(v)) for i, v in enumerate(inst.inputs))
+        names = _KW_NAMES
+        for k in sorted(kwargs):
+            name = names.get(k)
+            if name is None:
+                name = names[k] = f"kw:{k}"
+            singles.append((name, partition(kwargs[k])))
+    if inputs:
+        if len(inputs) <= len(_IN_NAMES):
+            singles.extend(zip(_IN_NAMES, map(partition, inputs), strict=False))
+        else:
+            singles.extend((f"in{i}", partition(v)) for i, v in enumerate(inputs))
     return singles or [NO_PARAMETERS]
 
 
