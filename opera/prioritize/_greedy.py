@@ -260,15 +260,18 @@ def greedy_order(
     # count per element is the per-operator frequency; numpy adds in the same order as a Python
     # loop would, so the values are the same to the bit.
     n_groups = len(group_members)
-    lengths = np.fromiter(map(len, group_elements), dtype=np.int64, count=n_groups)
-    flat = np.fromiter(chain.from_iterable(group_elements), dtype=np.int64, count=int(lengths.sum()))
-    owner = np.repeat(np.arange(n_groups), lengths)
+    # int32 ids and one float temporary at a time: at 1M instances the flat arrays hold millions of
+    # entries, and they exist beside the groups and heaps.
+    lengths = np.fromiter(map(len, group_elements), dtype=np.int32, count=n_groups)
+    flat = np.fromiter(chain.from_iterable(group_elements), dtype=np.int32, count=int(lengths.sum()))
+    owner = np.repeat(np.arange(n_groups, dtype=np.int32), lengths)
     safe_lengths = np.maximum(lengths, 1)  # an empty tuple has rarity 0 and diversity 0
     if rarity_ties:
         sizes = np.fromiter(map(len, group_members), dtype=np.float64, count=n_groups)
-        freq = np.bincount(flat, weights=np.repeat(sizes, lengths), minlength=corpus.interner.count)
-        rarity_sum = np.bincount(owner, weights=1.0 / freq[flat], minlength=n_groups)
-        rarity = (rarity_sum / safe_lengths).tolist()
+        with np.errstate(divide="ignore"):  # elements no group holds (precovered only): never read
+            inverse = 1.0 / np.bincount(flat, weights=sizes[owner], minlength=corpus.interner.count)
+        rarity = (np.bincount(owner, weights=inverse[flat], minlength=n_groups) / safe_lengths).tolist()
+        del sizes, inverse
     else:
         rarity = [0.0] * n_groups
     if weights is not None:  # the weight decides ties first: rarity is at most 1
@@ -277,14 +280,17 @@ def greedy_order(
     # Candidate heaps: (-diversity, -rarity, first remaining instance, version, group), the
     # starting diversities from the precovered elements (the same arithmetic as ``diversity``).
     if use_diversity:
-        covered_now = np.frombuffer(bytes(covered), dtype=np.uint8)[flat]
-        uncovered = lengths - np.bincount(owner, weights=covered_now, minlength=n_groups).astype(np.int64)
+        precovered_now = np.frombuffer(bytes(covered), dtype=np.uint8)[flat]
+        held = np.bincount(owner, weights=precovered_now, minlength=n_groups)
+        uncovered = lengths - held.astype(np.int64)
         if weights is not None:
             start = (np.asarray(weight) * uncovered / safe_lengths).tolist()
         else:
             start = (uncovered / safe_lengths).tolist()
+        del precovered_now, held, uncovered
     else:
         start = [1.0] * n_groups
+    del lengths, flat, owner, safe_lengths
     heaps: list[list[tuple[float, float, int, int, int]]] = [[] for _ in range(n_ops)]
     for op in range(n_ops):
         heap = heaps[op]
