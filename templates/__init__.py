@@ -23,7 +23,15 @@ import numpy as np
 from opera.model import OperatorInstance
 from opera.registry import Registry
 
-__all__ = ["TEMPLATES", "SingleOpModel", "Template", "get_template", "output_signature", "register_template"]
+__all__ = [
+    "TEMPLATES",
+    "OptionalInputProbe",
+    "SingleOpModel",
+    "Template",
+    "get_template",
+    "output_signature",
+    "register_template",
+]
 
 
 
@@ -40,6 +48,18 @@ class SingleOpModel:
     inputs: list[np.ndarray]
     input_names: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OptionalInputProbe:
+    """What the library computes for an optional input given at run time: with it omitted, and with
+    ``moved`` fed at ``position`` in its place (``moved_outputs``)."""
+
+    name: str
+    position: int
+    omitted_outputs: list[np.ndarray]
+    moved: np.ndarray
+    moved_outputs: list[np.ndarray]
 
 
 class Template:
@@ -65,6 +85,16 @@ class Template:
         was set, the library's outputs with that attribute at its default). Asked only when a
         compiler disagrees with the reference: a compiler whose outputs are exactly those ignores
         the attribute (a coverage gap, not a wrong result). None where the library has no defaults."""
+        return iter(())
+
+    def optional_input_references(
+        self, built: SingleOpModel, inputs: list[np.ndarray]
+    ) -> Iterator[OptionalInputProbe]:
+        """For each optional input ``built`` gives at run time, the library's outputs with it
+        omitted and with another value of it (``OptionalInputProbe``). Asked only when a compiler
+        disagrees with the reference; the judge then checks that the compiler's outputs do not move
+        when that input does (an input the frontend drops: a coverage gap). None where the library
+        has no optional inputs."""
         return iter(())
 
     def lowered_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:

@@ -42,7 +42,7 @@ import numpy as np
 
 from opera.model import OperatorInstance
 from opera.outputs import flatten_outputs
-from opera.templates import SingleOpModel, Template, register_template
+from opera.templates import OptionalInputProbe, SingleOpModel, Template, register_template
 from opera.values import DTYPES, ObjectSpec, TensorSpec, ValueEncodingError, dtype_name
 
 __all__ = [
@@ -544,6 +544,60 @@ class OnnxTemplate(Template):
             except Exception:
                 continue
             yield ", ".join(f"{attr.name}={attribute_to_value(attr)!r}" for _, attr in group), outputs
+
+    def optional_input_references(
+        self, built: SingleOpModel, inputs: list[np.ndarray]
+    ) -> Iterator[OptionalInputProbe]:
+        """For each optional input the node is given at run time: its formal name, the graph input
+        feeding it, the outputs with it omitted, and another value for it with the outputs for that
+        value. What an omitted optional input means is the schema's (LSTM's peephole ``P``: "If not
+        specified - assumed to be 0"). Computed by ``onnx.reference``, not onnxruntime: onnxruntime
+        dies by a signal on some omitted inputs (22 instances of the human corpus did), which would
+        kill the worker judging a compiler."""
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        node = built.model.graph.node[0]
+        try:
+            schema = onnx.defs.get_schema(node.op_type, int(built.details.get("opset") or 0), node.domain or "")
+        except Exception:
+            return
+        formal_inputs = list(schema.inputs)
+        for k, name in enumerate(node.input):
+            if not name or k >= len(formal_inputs) or name not in built.input_names:
+                continue
+            formal = formal_inputs[k]
+            if formal.option != onnx.defs.OpSchema.FormalParameterOption.Optional:
+                continue
+            position = list(built.input_names).index(name)
+            moved = _moved(inputs[position])
+            if moved is None:
+                continue
+            variant = onnx.ModelProto()
+            variant.CopyFrom(built.model)
+            variant.graph.node[0].input[k] = ""  # the schema's way to leave an optional input out
+            feeds = dict(zip(built.input_names, [_copy(x) for x in inputs], strict=True))
+            try:
+                omitted = flatten_outputs(ReferenceEvaluator(variant).run(None, feeds))
+                feeds[name] = moved
+                moved_outputs = flatten_outputs(ReferenceEvaluator(built.model).run(None, feeds))
+            except Exception:
+                continue
+            yield OptionalInputProbe(formal.name, position, omitted, moved, moved_outputs)
+
+
+def _moved(value: Any) -> np.ndarray | None:
+    """Another value of an optional numeric input (inside a threshold's [0, 1] when it was there)."""
+    arr = np.asarray(value)
+    if arr.size == 0:
+        return None
+    if arr.dtype.kind == "f":
+        return (arr * 0.5 + 0.1).astype(arr.dtype)
+    if arr.dtype.kind in "iu":
+        return (arr + 1).astype(arr.dtype)
+    if arr.dtype.kind == "b":
+        return ~arr
+    return None
 
 
 def _copy(value: Any) -> Any:

@@ -291,7 +291,17 @@ def _execute_test(
     report_stage(Stage.COMPARE)
     masked = _masked_crash(compiled, task.target, target)
     try:
-        result = judge_outputs(state.oracle, target, built, pristine, reference, outputs, nondeterministic, finish)
+        result = judge_outputs(
+            state.oracle,
+            target,
+            built,
+            pristine,
+            reference,
+            outputs,
+            nondeterministic,
+            finish,
+            rerun=lambda inputs: target.run(compiled, _copies(inputs)),
+        )
         if masked is not None:  # the default pipeline's crash, reported once as its own finding
             result.extra["masked_crash"] = masked
     except Exception as exc:  # Opera could not compare what it got back: our defect, said as such
