@@ -265,6 +265,17 @@ def test_lazy_heap_matches_naive_greedy(seed: int) -> None:
     assert got == _naive_opera(corpus, equipped)
 
 
+def test_chunked_group_sums_match_naive_greedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rarity and starting diversities are summed a chunk of groups at a time (memory at 1M
+    instances); chunks of 5 groups give the naive rule's order too."""
+    from opera.prioritize import _greedy
+
+    monkeypatch.setattr(_greedy, "_CHUNK_GROUPS", 5)
+    corpus = _random_corpus(4)
+    equipped = _random_corpus(104, 20)
+    assert prioritize(corpus, "opera", PrioritizeContext(equipped=equipped)).ids == _naive_opera(corpus, equipped)
+
+
 def test_determinism_and_seeds() -> None:
     corpus = _random_corpus(7)
     unique = list(dict.fromkeys(i.id for i in corpus))

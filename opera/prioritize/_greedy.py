@@ -30,7 +30,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -260,18 +260,19 @@ def greedy_order(
     # count per element is the per-operator frequency; numpy adds in the same order as a Python
     # loop would, so the values are the same to the bit.
     n_groups = len(group_members)
-    # int32 ids and one float temporary at a time: at 1M instances the flat arrays hold millions of
-    # entries, and they exist beside the groups and heaps.
     lengths = np.fromiter(map(len, group_elements), dtype=np.int32, count=n_groups)
     flat = np.fromiter(chain.from_iterable(group_elements), dtype=np.int32, count=int(lengths.sum()))
-    owner = np.repeat(np.arange(n_groups, dtype=np.int32), lengths)
     safe_lengths = np.maximum(lengths, 1)  # an empty tuple has rarity 0 and diversity 0
     if rarity_ties:
         sizes = np.fromiter(map(len, group_members), dtype=np.float64, count=n_groups)
+        # integer counts in float64: exact, whatever the order of the chunks' additions
+        freq = np.zeros(corpus.interner.count)
+        for lo, hi, g0, g1 in _chunks(lengths):
+            freq += np.bincount(flat[lo:hi], weights=np.repeat(sizes[g0:g1], lengths[g0:g1]), minlength=len(freq))
         with np.errstate(divide="ignore"):  # elements no group holds (precovered only): never read
-            inverse = 1.0 / np.bincount(flat, weights=sizes[owner], minlength=corpus.interner.count)
-        rarity = (np.bincount(owner, weights=inverse[flat], minlength=n_groups) / safe_lengths).tolist()
-        del sizes, inverse
+            inverse = 1.0 / freq
+        rarity = (_group_sums(flat, lengths, inverse) / safe_lengths).tolist()
+        del sizes, freq, inverse
     else:
         rarity = [0.0] * n_groups
     if weights is not None:  # the weight decides ties first: rarity is at most 1
@@ -280,17 +281,16 @@ def greedy_order(
     # Candidate heaps: (-diversity, -rarity, first remaining instance, version, group), the
     # starting diversities from the precovered elements (the same arithmetic as ``diversity``).
     if use_diversity:
-        precovered_now = np.frombuffer(bytes(covered), dtype=np.uint8)[flat]
-        held = np.bincount(owner, weights=precovered_now, minlength=n_groups)
+        held = _group_sums(flat, lengths, np.frombuffer(bytes(covered), dtype=np.uint8))
         uncovered = lengths - held.astype(np.int64)
         if weights is not None:
             start = (np.asarray(weight) * uncovered / safe_lengths).tolist()
         else:
             start = (uncovered / safe_lengths).tolist()
-        del precovered_now, held, uncovered
+        del held, uncovered
     else:
         start = [1.0] * n_groups
-    del lengths, flat, owner, safe_lengths
+    del lengths, flat, safe_lengths
     heaps: list[list[tuple[float, float, int, int, int]]] = [[] for _ in range(n_ops)]
     for op in range(n_ops):
         heap = heaps[op]
@@ -360,6 +360,29 @@ def greedy_order(
     if stats is not None:
         stats.update(groups=len(group_members), rescored=rescored)
     return order
+
+
+_CHUNK_GROUPS = 1 << 16
+
+
+def _chunks(lengths: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
+    """(first, end) positions in the flat element array and (first, end) groups, per chunk of
+    groups: the per-element temporaries stay a chunk long (at 1M instances the flat array holds
+    millions of entries, beside the groups and heaps)."""
+    ends = np.cumsum(lengths, dtype=np.int64)
+    for a in range(0, len(lengths), _CHUNK_GROUPS):
+        b = min(a + _CHUNK_GROUPS, len(lengths))
+        yield (int(ends[a - 1]) if a else 0), int(ends[b - 1]), a, b
+
+
+def _group_sums(flat: np.ndarray, lengths: np.ndarray, value_of: np.ndarray) -> np.ndarray:
+    """For each group, the sum of ``value_of`` over its elements, added in the elements' order
+    (``np.bincount`` adds its weights sequentially: the same bits as a Python loop)."""
+    out = np.zeros(len(lengths))
+    for lo, hi, a, b in _chunks(lengths):
+        owner = np.repeat(np.arange(b - a, dtype=np.int32), lengths[a:b])
+        out[a:b] = np.bincount(owner, weights=value_of[flat[lo:hi]], minlength=b - a)
+    return out
 
 
 def diversity_order(
