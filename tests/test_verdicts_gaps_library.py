@@ -58,6 +58,12 @@ def _by_id(library: str, instance_id: str) -> OperatorInstance:
         ("ov-onnx", "onnx", "a7dc016401b3f409825b", "Bad format for f8 conversion type"),
         # sample 7: a uint16 model (TVM's TFLite type table has no UINT16, KeyError: 16)
         ("tvm-keras", "keras", "340f225532517c7d4339", "UINT16 (16) have no entry in TVM's TFLite frontend type table"),
+        # sample 8: BitShift-28 on int32 (signed types came with BitShift-28; TVM has _impl_v11
+        # only), and multi_head_attention_forward with a training-mode dropout (OpenVINO's FX table
+        # maps native_dropout to skip_node)
+        ("tvm-onnx", "onnx", "70ffc85bae4de957a77f", "in BitShift-28, not in BitShift-11"),
+        ("tvm-onnx", "onnx", "5aaba51f022a0d4b67dd", "in Pow-15, not in Pow-7"),  # sample 7: int32 base
+        ("ov-torch", "torch", "4d57d9d77ae6080281ae", "a training-mode dropout (aten.dropout.default, p=0.5)"),
     ],
 )
 def test_features_a_frontend_lacks_are_gaps(target: str, library: str, instance_id: str, words: str, state) -> None:

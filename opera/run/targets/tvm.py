@@ -33,6 +33,7 @@ from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
+from opera.run.targets._onnx_versions import newer_features
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -362,11 +363,8 @@ class TvmOnnxTarget(_TvmTarget):
         cls = onnx_frontend._get_convert_map().get(op_type)
         if cls is None:
             return None
-        versions = sorted(int(d.replace("_impl_v", "")) for d in dir(cls) if d.startswith("_impl_v"))
-        if not versions:
-            return str(cls.__name__)
-        chosen = max((v for v in versions if opset is None or v <= opset), default=versions[0])
-        return f"{cls.__name__}._impl_v{chosen}"
+        chosen = _chosen_version(cls, opset)
+        return str(cls.__name__) if chosen is None else f"{cls.__name__}._impl_v{chosen}"
 
     def unimplemented_feature(self, built: SingleOpModel) -> str | None:
         """An attribute the converter's source never reads (set to a non-default value), or a
@@ -385,6 +383,10 @@ class TvmOnnxTarget(_TvmTarget):
         unread = unread_attributes(cls, built.model.graph.node[0], opset)
         if unread:
             return f"attribute(s) {', '.join(unread)} never read by TVM's {cls.__name__} converter"
+        chosen = _chosen_version(cls, opset)
+        newer = newer_features(built.model, chosen) if chosen is not None else None
+        if newer:
+            return f"{newer} (TVM's {cls.__name__}._impl_v{chosen}: the newest converter it has)"
         return None
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
@@ -403,6 +405,15 @@ class TvmOnnxTarget(_TvmTarget):
         opset = _onnx_opset(prepared.model)
         mod = from_onnx(prepared.model, opset=opset, keep_params_in_input=False)
         return TvmModule(mod, input_indices=prepared.runtime_indices)
+
+
+def _chosen_version(cls: type, opset: int | None) -> int | None:
+    """The ``_impl_vN`` TVM's ``OnnxOpConverter.get_converter`` selects for ``opset``: the newest
+    one not above it (None for a converter without versions)."""
+    versions = sorted(int(d.replace("_impl_v", "")) for d in dir(cls) if d.startswith("_impl_v"))
+    if not versions:
+        return None
+    return max((v for v in versions if opset is None or v <= opset), default=versions[0])
 
 
 def _onnx_opset(model: Any) -> int | None:
