@@ -5,8 +5,10 @@ legalization of those ops lowers only the channels-first layouts, so the default
 stopped in VM codegen ("CodeGenVM cannot emit this Relax operator directly") on every Keras
 transposed convolution of the shipped corpus and no value of theirs was ever compared. The target
 now compiles the module after ``relax.transform.ConvertLayout`` when the default pipeline fails
-(``opera/run/targets/tvm.py``), and keeps that first failure on the executable (``masked_crash``) so that
-it is still reported, once, as its own finding.
+(``opera/run/targets/tvm.py``), and keeps that first failure on the executable (``masked_crash``).
+It was reported as its own finding until two judged samples (7 and 9) called it a gap in TVM's own
+words (legalize_ops/nn.py: "TOPI conv2d_transpose does not support input layout other than NCHW"):
+it is now a tvm-keras unsupported pattern, said in the passing result's message, not a bug.
 
 The instances are real ones from ``harvested/keras.jsonl.gz``; each crashed at compile with the
 message above before the change (TVM 0.27). If TVM learns to legalize the NHWC ops itself, the
@@ -87,7 +89,6 @@ def test_transposed_conv_reaches_the_comparison(instance_id, api, test, corpus, 
     assert (inst.api, inst.source.test) == (api, test)
     result = execute_task(TestTask(0, inst, "tvm-keras"), state, lambda stage: None).result
     assert result is not None
-    assert CODEGEN_CRASH not in (result.message or ""), result.message
     assert result.outcome in (Outcome.PASS, Outcome.INCONSISTENT), (
         result.outcome,
         result.stage,
@@ -96,10 +97,10 @@ def test_transposed_conv_reaches_the_comparison(instance_id, api, test, corpus, 
     assert result.stage is Stage.COMPARE
     # these three compute what Keras computes
     assert result.outcome is Outcome.PASS and result.distance is not None and result.distance < 1e-3, result
-    # the default pipeline's crash travels with the verdict, to be stored as one bug of its own
-    masked = result.extra.get("masked_crash")
-    assert masked is not None and masked["signature"].startswith("crash:tvm-keras:"), masked
-    assert CODEGEN_CRASH in masked["message"]
+    # the default pipeline's crash travels with the verdict, said as a gap (TOPI's transposed
+    # convolutions take channels-first layouts only: judged UNSUPPORTED in samples 7 and 9), not a bug
+    assert result.extra.get("masked_crash") is None
+    assert "the default pipeline does not implement this (a gap)" in result.message
     from opera.store import ResultStore
 
     with ResultStore(tmp_path / "store.db") as store:
@@ -107,8 +108,8 @@ def test_transposed_conv_reaches_the_comparison(instance_id, api, test, corpus, 
             {}, tool_version="test", versions={}, corpus=[], planned=[(inst.id, "tvm-keras")]
         )
         store.add_result(run, result)
-        bugs = store.bugs(run)
-        assert [(b.signature, b.count, b.outcome) for b in bugs] == [(masked["signature"], 1, Outcome.CRASH)]
+        assert store.bugs(run) == []
+        assert "R.nn.conv" in store.results(run)[0].message  # nothing lost: the stored message says it
 
 
 @pytest.mark.slow
@@ -141,7 +142,7 @@ def test_hidden_wrong_shape_is_now_reported(corpus, state) -> None:
     assert inst.api == "keras.layers.Conv2DTranspose"
     result = execute_task(TestTask(0, inst, "tvm-keras"), state, lambda stage: None).result
     assert result is not None
-    assert CODEGEN_CRASH not in (result.message or ""), result.message
+    assert "the default pipeline does not implement this (a gap)" in (result.message or ""), result.message
     assert result.stage is Stage.COMPARE, (result.outcome, result.message)
     assert result.outcome in (Outcome.PASS, Outcome.INCONSISTENT)
 

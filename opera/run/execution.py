@@ -43,7 +43,7 @@ from opera.verdict.signature import (
     native_signature,
     target_crash_signature,
 )
-from opera.verdict.unsupported import UnsupportedPatterns, load_unsupported
+from opera.verdict.unsupported import UnsupportedPatterns, exception_text, load_unsupported
 
 __all__ = [
     "WorkerState",
@@ -289,7 +289,7 @@ def _execute_test(
 
     # -- the oracle ---------------------------------------------------------------------------
     report_stage(Stage.COMPARE)
-    masked = _masked_crash(compiled, task.target, target)
+    masked = _masked_crash(compiled, task.target, target, state.unsupported)
     try:
         result = judge_outputs(
             state.oracle,
@@ -302,7 +302,10 @@ def _execute_test(
             finish,
             rerun=lambda inputs: target.run(compiled, _copies(inputs)),
         )
-        if masked is not None:  # the default pipeline's crash, reported once as its own finding
+        if masked is not None and "gap" in masked:  # the default pipeline lacks it: said, not a bug
+            note = f"the default pipeline does not implement this (a gap): {masked['gap']}"
+            result.message = first_lines(f"{result.message}; {note}" if result.message else note)
+        elif masked is not None:  # the default pipeline's crash, reported once as its own finding
             result.extra["masked_crash"] = masked
     except Exception as exc:  # Opera could not compare what it got back: our defect, said as such
         wrapped = HarnessError(f"compare the outputs: {type(exc).__name__}: {exc}")
@@ -353,13 +356,19 @@ def _run_rules(
     return run_rules(state.settings.rules, ctx)
 
 
-def _masked_crash(compiled: Any, target_name: str, target: Any) -> dict[str, str] | None:
+def _masked_crash(
+    compiled: Any, target_name: str, target: Any, unsupported: UnsupportedPatterns | None = None
+) -> dict[str, str] | None:
     """A crash of the target's default pipeline that a second pipeline worked around (tvm-keras:
     ``ConvertLayout`` after the default ``tvm.compile`` failed): its signature and message, so the
-    store keeps it as one finding while the test itself goes on to the comparison."""
+    store keeps it as one finding while the test itself goes on to the comparison. A crash the
+    target's own words call unimplemented (TOPI's transposed convolutions in NHWC) is a gap:
+    ``{"gap": its first lines}``, said in the result's message, not a bug."""
     exc = getattr(compiled, "masked_crash", None)
     if not isinstance(exc, BaseException):
         return None
+    if unsupported is not None and unsupported.match(exc, target_name, target.compiler) is not None:
+        return {"gap": first_lines(exception_text(exc))}
     signature = target_crash_signature(exc, target_name, target)
     return {"signature": signature, "stage": Stage.COMPILE.value, "message": traceback_text(exc)}
 

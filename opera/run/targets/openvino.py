@@ -327,6 +327,10 @@ class OvOnnxTarget(_OvTarget):
         # quantization to FakeConvert, which takes the two float8 types only ("Bad format for f8
         # conversion type: f4e2m1", fake_convert.cpp's is_supported_type)
         r"Bad format for f8 conversion type",
+        # GridSample on a volumetric (5-D) input, which ONNX defines since GridSample-20: the
+        # translator maps it to OpenVINO's 2-D GridSample-9 ("GridSample is only supported for 4D
+        # input tensors. Got rank: 5", grid_sample.cpp)
+        r"is only supported for 4D input tensors",
     )
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:

@@ -437,6 +437,12 @@ class TvmKerasTarget(_TvmTarget):
         # an operand the converter reads as a constant (get_tensor_value: TOPK_V2's k, SLICE's begin
         # and size inside a WHILE body) computed at run time: np.frombuffer of a tensor with no data
         r"^builtins\.TypeError: a bytes-like object is required, not 'int'$",
+        # a transposed convolution in a channels-last layout (what the TFLite frontend emits):
+        # TOPI's conv*_transpose take NCW/NCHW/NCDHW only ("TOPI conv2d_transpose does not support
+        # input layout other than NCHW ... so cannot be legalized by TOPI", legalize_ops/nn.py),
+        # so VM codegen meets the unlowered call
+        r"CodeGenVM cannot emit this Relax operator directly[\s\S]*R\.nn\.conv[123]d_transpose\("
+        r"[^\n]*data_layout=\"N(?:W|HW|DHW)C\"",
     )
 
     def unimplemented_feature(self, built: SingleOpModel) -> str | None:
