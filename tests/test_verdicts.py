@@ -126,6 +126,26 @@ def test_float_to_int_cast_out_of_range_is_undefined_only_there() -> None:
     assert find_undefined(config.undefined, "onnx::Cast", {}, in_range, [np.array([1, -2], np.int32)]) is None
 
 
+def test_indices_of_tied_values_are_undefined_only_there() -> None:
+    """torch.topk: 'the indices of tied elements are not guaranteed to be stable'; torch.sort
+    defines them only with stable=True. The values and untied indices are still compared."""
+    config = load_oracle_config()
+    x = np.array([3.0, 1.0, 3.0, 2.0], np.float32)
+    reference = [np.array([3.0, 3.0, 2.0], np.float32), np.array([0, 2, 3], np.int64)]
+    found = find_undefined(config.undefined, "torch.topk", {"k": 3}, {"input_0": x}, reference)
+    assert found is not None and not found.whole and "tied elements" in found.reason
+    assert found.masks[0] is False and found.masks[1].tolist() == [True, True, False]
+    swapped = [reference[0], np.array([2, 0, 3], np.int64)]
+    assert mask_undefined(reference, swapped, found)[1].tolist() == [0, 2, 3]
+    wrong_untied = [reference[0], np.array([2, 0, 1], np.int64)]
+    assert mask_undefined(reference, wrong_untied, found)[1][2] == 1  # a defined index stays
+    sorted_ref = [np.array([1.0, 2.0, 3.0, 3.0], np.float32), np.array([1, 3, 0, 2], np.int64)]
+    assert find_undefined(config.undefined, "torch.sort", {"stable": True}, {"input_0": x}, sorted_ref) is None
+    assert find_undefined(config.undefined, "torch.sort", {}, {"input_0": x}, sorted_ref) is not None
+    distinct = {"input_0": np.array([3.0, 1.0, 2.0], np.float32)}
+    assert find_undefined(config.undefined, "torch.topk", {}, distinct, reference) is None
+
+
 # ---- class 11: a second reference ---------------------------------------------------------------
 
 

@@ -217,6 +217,31 @@ def _kwarg_not_integer(case: _Case, options: dict[str, Any]) -> OutputMasks | No
     return [True for _ in case.reference]
 
 
+def _tied_indices(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """The index output (``indices_output``) where the value it points at (the same position of
+    ``values_output``) occurs more than once in the data input (the first runtime input): which of
+    the tied elements is named is not specified. Lenient: ties are looked for in the whole input,
+    not only along the sorted dimension. ``unless_kwarg``: a keyword that, set to True, makes the
+    order defined (``stable=True``)."""
+    unless = options.get("unless_kwarg")
+    if unless and case.kwargs.get(str(unless)) is True:
+        return None
+    values_at, indices_at = int(options.get("values_output", 0)), int(options.get("indices_output", 1))
+    data = next(iter(case.inputs.values()), None)
+    if data is None or len(case.reference) <= max(values_at, indices_at):
+        return None
+    data, values = np.asarray(data), np.asarray(case.reference[values_at])
+    if not data.size or not values.size or values.shape != np.asarray(case.reference[indices_at]).shape:
+        return None
+    found, counts = np.unique(data, return_counts=True)
+    tied = np.isin(values, found[counts > 1])
+    if not tied.any():
+        return None
+    masks: OutputMasks = [False for _ in case.reference]
+    masks[indices_at] = tied
+    return masks
+
+
 CONDITIONS: dict[str, Condition] = {
     "always": _always,
     "float-to-int-out-of-range": _float_to_int_out_of_range,
@@ -227,6 +252,7 @@ CONDITIONS: dict[str, Condition] = {
     "attribute-not-in": _attribute_not_in,
     "empty-reduction": _empty_reduction,
     "kwarg-not-integer": _kwarg_not_integer,
+    "tied-indices": _tied_indices,
 }
 
 
