@@ -133,3 +133,36 @@ def test_a_worker_remembers_failing_operators_across_spellings() -> None:
         remember_failure(state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result))
     assert failing_operators(state) == {"add"}
     assert operator_name("torch.Tensor.add_") == operator_name("torch.add") == "add"
+
+
+@pytest.mark.slow
+def test_the_stores_earlier_runs_send_their_failing_operators_alone(tmp_path, capsys) -> None:
+    """A nightly store's earlier runs name the operators that did not pass on each target; the next
+    batched run tries them alone from the start, and every verdict stays the same."""
+    from opera.run.batch import operator_name
+    from opera.run.runner import known_failing_operators
+    from opera.store import ResultStore
+
+    tests = relus(3) + [fault("raise", 1)] + relus(3, start=10) + [fault("segv", 2)]
+    corpus = write(tmp_path / "c.jsonl", tests)
+    store = tmp_path / "nightly.db"
+    first = _run(corpus, store, ["test-faults"], 4, capsys)
+    second = _run(corpus, store, ["test-faults"], 4, capsys)
+
+    def decided(summary: str) -> int:
+        if "passed in batches" not in summary:
+            return 0
+        return int(summary.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+
+    # the faults are Relu instances too: after the first run, Relu is known to fail on test-faults,
+    # so the second run tries none of its tests in a batch
+    assert decided(first) > 0 and decided(second) == 0
+    rows = sqlite3.connect(store).execute("SELECT run, instance_id, outcome, stage, signature FROM results")
+    by_run: dict[int, dict] = {}
+    for run, *rest in rows:
+        by_run.setdefault(run, {})[rest[0]] = tuple(rest[1:])
+    assert by_run[1] == by_run[2] and len(by_run[1]) == len(tests)
+    with ResultStore(store) as opened:
+        assert known_failing_operators(opened, 2, ["test-faults"]) == (("test-faults", operator_name(tests[0].api)),)
+        assert known_failing_operators(opened, 1, ["test-faults"]) == ()  # nothing before the first run
+        assert known_failing_operators(opened, 2, ["test-wrong"]) == ()  # per target

@@ -27,7 +27,7 @@ import numpy as np
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask
 
-__all__ = ["BatchOutcome", "execute_batch", "failing_operators", "operator_name", "remember_failure"]
+__all__ = ["BatchOutcome", "execute_batch", "failing_operators", "known_failing", "operator_name", "remember_failure"]
 
 
 def operator_name(api: str) -> str:
@@ -42,6 +42,16 @@ def failing_operators(state: Any) -> set[str]:
     if found is None:
         found = set()
         state.failing_operators = found
+    return found
+
+
+def known_failing(state: Any) -> frozenset[tuple[str, str]]:
+    """The (target, operator) pairs that did not pass in the store's earlier runs
+    (``WorkerSettings.batch_known_failing``, the runner's ``known_failing_operators``)."""
+    found: frozenset[tuple[str, str]] | None = getattr(state, "known_failing", None)
+    if found is None:
+        found = frozenset(tuple(pair) for pair in getattr(state.settings, "batch_known_failing", ()))
+        state.known_failing = found
     return found
 
 
@@ -91,6 +101,7 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
             or state.oracle.is_random(inst.api)
             or state.settings.rules
             or operator_name(inst.api) in failing_operators(state)
+            or (task.target, operator_name(inst.api)) in known_failing(state)
         ):
             alone.append(task)
             continue

@@ -25,8 +25,8 @@ import shutil
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -323,6 +323,26 @@ def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
     )
 
 
+def known_failing_operators(
+    store: ResultStore, run_id: int, targets: Sequence[str]
+) -> tuple[tuple[str, str], ...]:
+    """(target, operator) pairs with a test that did not pass in the store's runs before
+    ``run_id`` (the previous nights of a nightly store): a batch holding one would most likely
+    fail as a whole and be bisected, so those tests run alone from the start. Verdicts do not
+    depend on it; only which tests are tried in a batch does."""
+    from opera.run.batch import operator_name
+
+    wanted = set(targets)
+    found = {
+        (r.target, operator_name(r.api))
+        for run in store.runs()
+        if run.id < run_id
+        for r in store.results(run.id)
+        if r.target in wanted and r.outcome is not Outcome.PASS
+    }
+    return tuple(sorted(found))
+
+
 def _batch_targets(config: RunConfig) -> tuple[str, ...]:
     """The run's targets whose tests are compiled in batches (``Target.batchable``)."""
     if config.batch < 2 or config.executor != "local":
@@ -486,6 +506,10 @@ def _execute(
     planned_count = len(store.planned(run_id))
     pending = deque(store.pending(run_id))
     settings = _settings(config, run_id)
+    if settings.batch_targets:
+        settings = replace(
+            settings, batch_known_failing=known_failing_operators(store, run_id, settings.batch_targets)
+        )
     repro_dir = Path(settings.reproducer_dir) if settings.reproducer_dir else None
     progress = _Progress(planned_count, planned_count - len(pending), run_id, show_progress)
     ran_now = 0

@@ -59,6 +59,9 @@ class WorkerSettings:
     # worker task; 1: every test alone
     batch: int = 1
     batch_targets: tuple[str, ...] = ()
+    # (target, operator) pairs that did not pass in the store's earlier runs: their tests run alone
+    # from the start instead of failing a batch first (opera.run.batch)
+    batch_known_failing: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
