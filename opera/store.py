@@ -718,6 +718,18 @@ class ResultStore:
             params = (run_id,)
         return [self._result(r) for r in self._db.execute(query + " ORDER BY id", params)]
 
+    def apis_not_passing_before(self, run_id: int, targets: Sequence[str]) -> set[tuple[str, str]]:
+        """(target, api) of every test of ``targets`` that did not pass in a run before ``run_id``
+        (one query: a nightly store holds many nights)."""
+        if not targets:
+            return set()
+        marks = ",".join("?" * len(targets))
+        rows = self._db.execute(
+            f"SELECT DISTINCT target, api FROM results WHERE run < ? AND outcome != ? AND target IN ({marks})",
+            (run_id, Outcome.PASS.value, *targets),
+        )
+        return {(str(t), str(a)) for t, a in rows}
+
     def iter_results(self, run_id: int) -> Iterator[TestResult]:
         cur = self._db.execute(
             """SELECT run, instance_id, api, target, outcome, stage, signature, distance, duration, message,

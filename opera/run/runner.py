@@ -332,14 +332,7 @@ def known_failing_operators(
     depend on it; only which tests are tried in a batch does."""
     from opera.run.batch import operator_name
 
-    wanted = set(targets)
-    found = {
-        (r.target, operator_name(r.api))
-        for run in store.runs()
-        if run.id < run_id
-        for r in store.results(run.id)
-        if r.target in wanted and r.outcome is not Outcome.PASS
-    }
+    found = {(target, operator_name(api)) for target, api in store.apis_not_passing_before(run_id, targets)}
     return tuple(sorted(found))
 
 
