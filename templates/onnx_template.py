@@ -514,11 +514,10 @@ class OnnxTemplate(Template):
         or variants the library rejects, are skipped."""
         import onnx
 
-        node = built.model.graph.node[0]
-        try:
-            schema = onnx.defs.get_schema(node.op_type, int(built.details.get("opset") or 0), node.domain or "")
-        except Exception:
+        found = _node_schema(built)
+        if found is None:
             return
+        node, schema = found
         removable = []  # (position, attribute) set to a non-default value that has a documented default
         for k, attr in enumerate(node.attribute):
             formal = schema.attributes.get(attr.name)
@@ -557,11 +556,10 @@ class OnnxTemplate(Template):
         import onnx
         from onnx.reference import ReferenceEvaluator
 
-        node = built.model.graph.node[0]
-        try:
-            schema = onnx.defs.get_schema(node.op_type, int(built.details.get("opset") or 0), node.domain or "")
-        except Exception:
+        found = _node_schema(built)
+        if found is None:
             return
+        node, schema = found
         formal_inputs = list(schema.inputs)
         for k, name in enumerate(node.input):
             if not name or k >= len(formal_inputs) or name not in built.input_names:
@@ -584,6 +582,17 @@ class OnnxTemplate(Template):
             except Exception:
                 continue
             yield OptionalInputProbe(formal.name, position, omitted, moved, moved_outputs)
+
+
+def _node_schema(built: SingleOpModel) -> tuple[Any, Any] | None:
+    """The model's single node and its operator's schema at the instance's opset (None: unknown)."""
+    import onnx
+
+    node = built.model.graph.node[0]
+    try:
+        return node, onnx.defs.get_schema(node.op_type, int(built.details.get("opset") or 0), node.domain or "")
+    except Exception:
+        return None
 
 
 def _moved(value: Any) -> np.ndarray | None:

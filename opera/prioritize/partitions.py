@@ -112,12 +112,11 @@ def _numpy_scalar(value: np.generic) -> Hashable:
     return ("scalar", name)
 
 
-_INT_PARTS = {x: ("int", x) for x in (-1, 0, 1)}
-_INT_LOW, _INT_HIGH = ("int", -2), ("int", 2)
+_INT_PARTS = {x: ("int", x) for x in (-2, -1, 0, 1, 2)}  # one shared key per integer partition
 
 
 def _int(v: int) -> Hashable:
-    return _INT_HIGH if v >= 2 else _INT_LOW if v <= -2 else _INT_PARTS[v]
+    return _INT_PARTS[int_partition(v)]
 
 
 def _tensor_spec(v: TensorSpec) -> Hashable:

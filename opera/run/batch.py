@@ -50,7 +50,7 @@ def known_failing(state: Any) -> frozenset[tuple[str, str]]:
     (``WorkerSettings.batch_known_failing``, the runner's ``known_failing_operators``)."""
     found: frozenset[tuple[str, str]] | None = getattr(state, "known_failing", None)
     if found is None:
-        found = frozenset(tuple(pair) for pair in getattr(state.settings, "batch_known_failing", ()))
+        found = frozenset(state.settings.batch_known_failing)
         state.known_failing = found
     return found
 

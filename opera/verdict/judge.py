@@ -283,7 +283,7 @@ def _ignored_optional_input(
             continue
         if compare(_like(probe.moved_outputs, reference), reference).consistent:
             continue  # the library does not move with it here: no evidence either way
-        moved = [x.copy() if isinstance(x, np.ndarray) else x for x in pristine]
+        moved = list(pristine)  # ``rerun`` feeds copies
         moved[probe.position] = probe.moved
         try:
             again = rerun(moved)
