@@ -14,8 +14,8 @@ imported only when its library is used (it imports the library: seconds).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ __all__ = [
     "SingleOpModel",
     "Template",
     "get_template",
+    "keyword_default_references",
     "output_signature",
     "register_template",
 ]
@@ -140,6 +141,87 @@ class Template:
 def output_signature(outputs: list[np.ndarray]) -> tuple[str, ...]:
     """``["float32[2,3]", ...]``: what a valid run of the instance produced."""
     return tuple(f"{np.asarray(o).dtype}[{','.join(str(d) for d in np.shape(o))}]" for o in outputs)
+
+
+def keyword_default_references(
+    template: Template,
+    built: SingleOpModel,
+    inputs: list[np.ndarray],
+    rebuild: Callable[[OperatorInstance], SingleOpModel],
+) -> Iterator[tuple[str, list[np.ndarray]]]:
+    """``default_attribute_references`` for libraries whose parameters are call keywords (torch,
+    Keras): the instance rebuilt (``rebuild``) with one plain keyword argument at a time left out,
+    so that the function's or constructor's own default applies, run by the library on the same
+    ``inputs``; then every argument that changed the outputs, left out together (a frontend
+    ignoring two of them matches neither single variant). An argument whose default gives the same
+    outputs bit for bit says nothing and is not yielded. Tensor arguments are
+    model data, not parameters; a variant the library rejects (a required keyword) or that has
+    other inputs is skipped. The project's rule, as for ONNX attributes: a compiler whose outputs
+    are exactly a variant's ignores that argument, a coverage gap (docs/design.md)."""
+    inst = built.instance
+
+    def without(names: list[str]) -> list[np.ndarray] | None:
+        try:
+            other = rebuild(replace(inst, kwargs={k: v for k, v in inst.kwargs.items() if k not in names}))
+            if len(other.inputs) != len(inputs):
+                return None
+            other.inputs = [np.array(x, copy=True) for x in inputs]
+            return template.reference(other)
+        except Exception:
+            return None
+
+    try:
+        reference = template.reference(replace(built, inputs=[np.array(x, copy=True) for x in inputs]))
+    except Exception:
+        return
+    moving = []
+    for name in [k for k, v in inst.kwargs.items() if not _holds_tensor(v)]:
+        outputs = without([name])
+        if outputs is None or _same_outputs(outputs, reference):
+            continue
+        moving.append(name)
+        yield f"{name}={_plain_text(inst.kwargs[name])}", outputs
+    if len(moving) > 1:
+        outputs = without(moving)
+        if outputs is not None:
+            yield ", ".join(f"{k}={_plain_text(inst.kwargs[k])}" for k in moving), outputs
+
+
+def _holds_tensor(value: Any) -> bool:
+    """A tensor, or a container with one inside: model data, not a parameter."""
+    from opera.values import TensorSpec
+
+    if isinstance(value, (np.ndarray, TensorSpec)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_tensor(v) for v in value.values())
+    return False
+
+
+def _same_outputs(a: list[Any], b: list[Any]) -> bool:
+    """Bit for bit (NaN where NaN)."""
+    try:
+        return len(a) == len(b) and all(
+            np.shape(x) == np.shape(y)
+            and np.asarray(x).dtype == np.asarray(y).dtype
+            and np.array_equal(x, y, equal_nan=np.asarray(x).dtype.kind in "fc")
+            for x, y in zip(a, b, strict=True)
+        )
+    except Exception:
+        return False
+
+
+def _plain_text(value: Any) -> str:
+    """A keyword argument's value as a bug report names it (``-1``, ``'sum'``, ``float64``)."""
+    from opera.values import CallableRef, DType, EnumValue
+
+    if isinstance(value, (DType, EnumValue)):
+        return value.name
+    if isinstance(value, CallableRef):
+        return value.qualname
+    return repr(value)[:80]
 
 
 TEMPLATES: Registry[type[Template]] = Registry("template", __name__, group="opera.templates", module_suffix="_template")

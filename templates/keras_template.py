@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from opera.model import InstanceKind, OperatorInstance
 from opera.outputs import flatten_outputs
-from opera.templates import SingleOpModel, Template, register_template
+from opera.templates import SingleOpModel, Template, keyword_default_references, register_template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -209,9 +210,19 @@ class KerasTemplate(Template):
         if not flat_outputs or not all(isinstance(o, keras.KerasTensor) for o in flat_outputs):
             raise KerasTemplateError(f"the call returned no symbolic tensors: {type(outputs).__name__}")
         model = keras.Model(inputs=holders.symbols, outputs=flat_outputs)
+        details["seed"] = seed
         return SingleOpModel(
             instance=inst, model=model, inputs=holders.arrays, input_names=holders.names, details=details
         )
+
+    def default_attribute_references(
+        self, built: SingleOpModel, inputs: list[np.ndarray]
+    ) -> Iterator[tuple[str, list[np.ndarray]]]:
+        """The layer or op with one plain keyword argument at a time left out, then the ones that
+        matter together (``keyword_default_references``), rebuilt with the same seed (the same
+        weights where the argument does not change their shapes)."""
+        seed = int(built.details.get("seed", 0))
+        return keyword_default_references(self, built, inputs, lambda variant: self.build(variant, seed))
 
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
         """The model in inference mode, run as the ``tf.function`` graph the converters consume."""

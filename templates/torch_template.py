@@ -23,7 +23,7 @@ already) and their forward inputs are the model's runtime inputs by construction
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -33,7 +33,7 @@ from torch import nn
 
 from opera.model import InstanceKind, OperatorInstance
 from opera.outputs import flatten_outputs as _flatten_outputs
-from opera.templates import SingleOpModel, Template, register_template
+from opera.templates import SingleOpModel, Template, keyword_default_references, register_template
 from opera.values import CallableRef, DType, EnumValue, ObjectSpec, Opaque, TensorSpec
 
 __all__ = [
@@ -463,6 +463,20 @@ class TorchTemplate(Template):
             }
         )
         return f"it draws random numbers inside ({', '.join(seeded)})" if seeded else None
+
+    def default_attribute_references(
+        self, built: SingleOpModel, inputs: list[np.ndarray]
+    ) -> Iterator[tuple[str, list[np.ndarray]]]:
+        """The call with one plain keyword argument at a time left out, then the ones that matter
+        together (``keyword_default_references``): ``torch.add``'s ``alpha`` on TVM,
+        ``embedding_bag``'s ``padding_idx`` on OpenVINO."""
+        if built.instance.kind not in (InstanceKind.FUNCTION, InstanceKind.MODULE):
+            return iter(())
+        seed = int(built.details.get("seed", 0))
+        tensor_args = str(built.details.get("tensor_args", TENSOR_ARGS[0]))
+        return keyword_default_references(
+            self, built, inputs, lambda variant: self.build(variant, seed, tensor_args=tensor_args)
+        )
 
     def second_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
         """The same model in float64 (what PyTorch asks of fuzzer reports before calling a
