@@ -567,3 +567,12 @@ def test_manifest_records_the_generation_command(tmp_path: Path) -> None:
     assert entry["command"].startswith(f"opera generate {corpus} --seed 0 --per-api 2")
     assert entry["generator"] == GENERATOR and entry["generation"]["torch"]["valid"] == entry["valid"]
     assert manifest["totals"]["distinct_valid_apis"] == {"torch": 3}
+
+
+def test_a_redrawn_0d_tensor_stays_0d() -> None:
+    """A scalar operand (Clip's min, a 0-d torch tensor) keeps its shape: np.ascontiguousarray
+    made it (1,), a mutant of another shape than the re-draw claimed."""
+    scalar = torch_fn("torch.abs", np.array(1.5, dtype=np.float32))
+    for cls in ("zeros", "negative", "boundary", "small"):
+        new = mutate([scalar], f"tensor:values:{cls}", "arg0").args[0]
+        assert isinstance(new, np.ndarray) and new.shape == () and new.dtype == np.float32, (cls, new)

@@ -1,4 +1,4 @@
-"""opera generate CORPUS... -o FILE [--seed N] [--per-api K] [--library L]"""
+"""opera generate CORPUS... -o FILE [--seed N] [--per-api K] [--library L] [--steer coverage]"""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="CPU seconds one mutant may run in its library (default 30)"
     )
+    parser.add_argument(
+        "--steer",
+        choices=["coverage"],
+        help="coverage: steer toward operator-level coverage (input/output degrees, shape-and-parameter "
+        "vectors) the corpus lacks; only mutants adding some are written and count toward --per-api",
+    )
     parser.add_argument("--summary-json", help="also write the per-library figures as JSON to this file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -53,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         keep_invalid=args.keep_invalid,
         show_progress=not args.quiet,
         timeout_s=args.timeout,
+        steer=args.steer,
     )
     header = {"command": _command_line(args), "opera_version": __version__}
     summary = generate(args.corpus, args.output, options, header=header)
@@ -78,5 +85,7 @@ def _command_line(args: argparse.Namespace) -> str:
         parts.append("--keep-invalid")
     if args.timeout != 30.0:
         parts += ["--timeout", str(args.timeout)]
+    if args.steer:
+        parts += ["--steer", args.steer]
     parts += ["-o", args.output]
     return " ".join(parts)

@@ -9,6 +9,7 @@ package is Opera's own tool-generated source. Modules, in the order data flows t
 * ``feedback``: the validity learner (prefer mutations the library accepts);
 * ``gate``: the harvest's validity gate, run in an isolated child process;
 * ``novelty``: new parameter partitions / pairs with respect to the human corpus;
+* ``steering``: ``--steer coverage``, toward operator-level coverage the corpus lacks;
 * ``driver``: ``generate``, what ``opera generate`` calls.
 """
 

@@ -7,6 +7,11 @@ applicable mutations, build the mutant, and send it through the library's validi
 operator has ``per_api`` valid mutants or ``attempts_per_valid * per_api`` mutants were tried.
 Every random choice for an operator comes from ``Random(f"{seed}/{operator}")``, so the same seed
 gives the same corpus, whatever else is in the input.
+
+``steer="coverage"`` (``--steer coverage``) steers toward operator-level coverage the corpus lacks
+(``steering``): only mutants that add a coverage element are written and count toward ``per_api``.
+The coverage figures are counted either way; they enter the JSON (and so the corpus header) only
+when steering is on, so an unsteered corpus regenerates byte for byte.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from opera.generate.mutations import apply_mutation, mutation_choices
 from opera.generate.novelty import NoveltyMeter
 from opera.generate.profiles import ApiProfile, learn_profiles
 from opera.generate.related import related_operators
+from opera.generate.steering import SKIPS_PER_VALID, STEER_MODES, CoverageBandit, CoverageTracker
 from opera.model import OperatorInstance, Origin, Source, known_libraries
 from opera.prioritize.partitions import operator_key
 from opera.progress import progress_bar
@@ -49,6 +55,7 @@ class GenerateOptions:
     keep_invalid: bool = False
     show_progress: bool = True
     timeout_s: float = 30.0
+    steer: str | None = None  # None: as before; "coverage": toward uncovered operator-level coverage
 
 
 @dataclass
@@ -62,6 +69,11 @@ class LibraryFigures:
     valid_per_kind: Counter[str] = field(default_factory=Counter)
     tried_per_kind: Counter[str] = field(default_factory=Counter)
     killed: Counter[str] = field(default_factory=Counter)  # gate children killed: memory, cpu-time, ...
+    # operator-level coverage (opera.report.op_coverage's sets, from the input corpus on):
+    coverage_gains: int = 0  # valid mutants that added an input degree, output degree or SPC vector
+    coverage_elements: int = 0  # the elements they added
+    gains_per_kind: Counter[str] = field(default_factory=Counter)
+    no_gain_skipped: int = 0  # steering: mutants not gated, their vector already covered or gated
 
     @property
     def validity_rate(self) -> float:
@@ -71,7 +83,18 @@ class LibraryFigures:
     def new_share(self) -> float:
         return self.new_partitions / self.valid if self.valid else 0.0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, coverage: bool = False) -> dict[str, Any]:
+        out = self._validity_json()
+        if coverage:
+            out["coverage"] = {
+                "gains": self.coverage_gains,
+                "elements": self.coverage_elements,
+                "gains_per_kind": dict(sorted(self.gains_per_kind.items())),
+                "no_gain_skipped": self.no_gain_skipped,
+            }
+        return out
+
+    def _validity_json(self) -> dict[str, Any]:
         return {
             "operators": self.operators,
             "tried": self.tried,
@@ -94,6 +117,7 @@ class GenerateSummary:
     messages: list[str] = field(default_factory=list)
     written: int = 0
     interrupted: bool = False
+    steer: str | None = None
 
     def render(self) -> str:
         lines = [f"generate (seed {self.seed}) -> {self.output}: {self.written} instances written"]
@@ -110,12 +134,21 @@ class GenerateSummary:
                 for k, n in sorted(f.tried_per_kind.items(), key=lambda kv: -kv[1])
             )
             lines.append(f"    valid/tried per mutation kind: {kinds}")
+            lines.append(
+                f"    operator-level coverage: {f.coverage_gains} valid mutants add "
+                f"{f.coverage_elements} elements (input/output degrees, SPC vectors)"
+                + (
+                    f"; steered: {f.no_gain_skipped} mutants not gated (nothing new possible)"
+                    if self.steer
+                    else ""
+                )
+            )
             if f.killed:
                 lines.append(f"    mutants that killed the gate's child: {dict(sorted(f.killed.items()))}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {lib: f.to_json() for lib, f in sorted(self.figures.items())}
+        return {lib: f.to_json(coverage=self.steer is not None) for lib, f in sorted(self.figures.items())}
 
 
 def _load(
@@ -163,10 +196,12 @@ def generate(
     options = options or GenerateOptions()
     if options.per_api < 1:
         raise OperaError("--per-api must be at least 1")
+    if options.steer is not None and options.steer not in STEER_MODES:
+        raise OperaError(f"unknown --steer {options.steer!r}; known: {', '.join(STEER_MODES)}")
     for lib in options.libraries:
         if lib not in known_libraries():
             raise OperaError(f"unknown library {lib!r}; known: {', '.join(known_libraries())}")
-    summary = GenerateSummary(output=Path(output), seed=options.seed)
+    summary = GenerateSummary(output=Path(output), seed=options.seed, steer=options.steer)
     instances = _load(corpus_paths, options.libraries, summary.messages)
     if not instances:
         raise OperaError(
@@ -192,6 +227,7 @@ def generate(
             if parent.source.origin is Origin.HUMAN:  # "new" is measured against human-written tests
                 novelty.cover(parent)
     learner = learner or ValidityLearner()
+    steering = _Steering(CoverageTracker(instances), CoverageBandit() if options.steer else None)
     factory = gate_factory or (lambda lib: IsolatedGate(lib, timeout_s=options.timeout_s))
     gates: dict[str, Gate] = {}
     kept: list[OperatorInstance] = []
@@ -210,6 +246,7 @@ def generate(
                     gates[prof.library],
                     learner,
                     novelty,
+                    steering,
                     known_ids,
                     figures,
                     options,
@@ -233,6 +270,7 @@ def generate(
         "library_version": versions[0] if len(versions) == 1 else None,
         "generator": GENERATOR,
         "seed": options.seed,
+        "steer": options.steer,
         "generation": summary.to_json(),
     }
     with CorpusWriter(output, header={k: v for k, v in head.items() if v is not None}) as writer:
@@ -242,47 +280,76 @@ def generate(
     return summary
 
 
+@dataclass
+class _Steering:
+    """The coverage reached so far (always kept, for the figures) and, when steering, the bandit."""
+
+    tracker: CoverageTracker
+    bandit: CoverageBandit | None
+
+
 def _mutate_operator(
     prof: ApiProfile,
     related: list[ApiProfile],
     gate: Gate,
     learner: ValidityLearner,
     novelty: NoveltyMeter,
+    steering: _Steering,
     known_ids: set[str],
     figures: LibraryFigures,
     options: GenerateOptions,
 ) -> Iterable[OperatorInstance]:
     rng = random.Random(f"{options.seed}/{prof.api}")
+    bandit = steering.bandit
     mutants: list[OperatorInstance] = []
-    valid = attempts = misses = 0
+    valid = attempts = misses = skips = 0
     while (
         valid < options.per_api
         and attempts < options.per_api * options.attempts_per_valid
         and misses < 5 * options.per_api
+        and skips < SKIPS_PER_VALID * options.per_api
     ):
         parent = rng.choice(mutants) if mutants and rng.random() < CHAIN_SHARE else rng.choice(prof.parents)
         choices = mutation_choices(parent, prof, related)
         if not choices:
             misses += 1
             continue
-        choice = learner.choose(rng, choices, prof.library, prof.api)
+        if bandit is None:
+            choice = learner.choose(rng, choices, prof.library, prof.api)
+        else:
+            choice = bandit.choose(rng, choices, learner, prof.library, prof.api)
         mutated = apply_mutation(parent, choice, prof, rng, related)
         if mutated is None or mutated.instance.id in known_ids:
             misses += 1
             figures.duplicates += mutated is not None
             continue
         child = _generated(mutated.instance, parent, mutated.description)
+        if bandit is not None and not steering.tracker.promising(child):
+            skips += 1
+            figures.no_gain_skipped += 1
+            bandit.record(prof.api, choice, gained=False)
+            continue
         known_ids.add(child.id)
         attempts += 1
         figures.tried += 1
         figures.tried_per_kind[choice.kind] += 1
+        steering.tracker.gated(child)
         verdict = gate.validate(child)
         learner.record(prof.library, prof.api, choice, bool(verdict.valid))
         if verdict.valid:
-            valid += 1
             figures.valid += 1
             figures.valid_per_kind[choice.kind] += 1
             figures.new_partitions += novelty.is_new(verdict)
+            added = steering.tracker.add(verdict)
+            if added:
+                figures.coverage_gains += 1
+                figures.coverage_elements += added
+                figures.gains_per_kind[choice.kind] += 1
+            if bandit is not None:
+                bandit.record(prof.api, choice, gained=added > 0)
+                if not added:  # not reached (a gated vector is new), but steering writes only gains
+                    continue
+            valid += 1
             mutants.append(verdict)
             yield verdict
         elif options.keep_invalid:

@@ -386,7 +386,8 @@ def _redraw_values(inst: OperatorInstance, name: str, value: Any, cls: str, rng:
         arr = np.array(picks, dtype=np.float64 if floating else dt).astype(dt)[gen.integers(0, len(picks), size=shape)]
     else:
         return None
-    return Mutated(set_parameter(inst, name, np.ascontiguousarray(arr)), f"{name} tensor:values:{cls} ({dtype}{list(shape)})")
+    # np.asarray, not np.ascontiguousarray: that one makes a 0-d tensor (Clip's min) 1-d
+    return Mutated(set_parameter(inst, name, np.asarray(arr, order="C")), f"{name} tensor:values:{cls} ({dtype}{list(shape)})")
 
 
 def _spatial(inst: OperatorInstance, name: str, value: Any, rng: random.Random) -> Mutated | None:
