@@ -105,6 +105,26 @@ def test_faulty_workers_are_replaced_and_recorded(tmp_path) -> None:
     )
 
 
+def test_a_death_in_a_warm_worker_is_confirmed_alone_in_a_fresh_one(tmp_path) -> None:
+    """Sample 10: a worker that had run other tests died (SIGABRT) converting an instance whose
+    reproducer never failed. A death that needs the earlier tests' state is not the test's: it runs
+    again alone in a fresh worker, whose verdict stands and says how the first worker died, while
+    a death that recurs there stays the test's native crash."""
+    good = relus(2)
+    poisoned, abort = fault("poisoned", 5), fault("abort", 6)
+    corpus = write(tmp_path / "c.jsonl", [good[0], poisoned, good[1], abort])
+    summary, results, _ = _run(tmp_path, corpus, ["test-faults"], workers=1, timeout_s=20.0)
+    by_id = {r.instance_id: r for r in results}
+    assert len(results) == 4 and summary.status == "complete"
+    first = by_id[poisoned.id]
+    assert first.outcome is Outcome.PASS and first.signature is None, (first.outcome, first.message)
+    assert "a first worker died on this test (worker died (SIGABRT) during convert after 1 other test(s))" in first.message
+    again = by_id[abort.id]
+    assert again.outcome is Outcome.NATIVE_CRASH and "SIGABRT" in (again.signature or "")
+    assert "alone in a fresh worker (a first worker: worker died (SIGABRT)" in again.message, again.message
+    assert all(by_id[g.id].outcome is Outcome.PASS for g in good)
+
+
 def test_plan_order_limit_and_durations(tmp_path) -> None:
     instances = {i.id: i for i in relus(4)}
     ids = list(instances)

@@ -80,6 +80,9 @@ class TestTask:
     # kind="batch": the tests compiled together (``instance``/``seq`` are the first one's)
     members: tuple[TestTask, ...] = ()
     alone: bool = False  # a batch sent it back: it runs on its own, never in a batch again
+    # a worker that had run other tests died on it (a signal, or past its memory limit): it runs
+    # again alone in a fresh worker, and this says how the first worker died (docs/design.md)
+    confirm: str | None = None
 
     @property
     def size(self) -> int:

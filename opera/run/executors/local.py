@@ -4,7 +4,11 @@ Each worker is a ``spawn``ed process that imports the frameworks once and runs m
 a time, reporting the stage it is in. The parent watches every worker:
 
 - a worker that dies (segfault, abort, SIGKILL by the kernel's OOM killer) -> its test is
-  ``native-crash`` with the signal name, and a fresh worker replaces it;
+  ``native-crash`` with the signal name, and a fresh worker replaces it. Where the worker had run
+  other tests before, the test first runs once more alone in a fresh worker: a death that needs
+  the earlier tests' state (sample 10: a SIGABRT converting ``keras.ops.segment_max`` that its
+  reproducer never showed in 5 runs) is not the test's, and the fresh worker's verdict stands,
+  saying how the first worker died; a second death is the test's ``native-crash``;
 - a test that runs past ``timeout_s`` -> the worker (and its process group) is SIGKILLed and
   replaced, the test is ``timeout``. The clock starts when the worker begins the test, after its
   warm-up for the target (bounded separately by ``warmup_timeout_s``): the imports and one tiny
@@ -46,6 +50,7 @@ from opera.run.executors import (
     TestTask,
     WorkerSettings,
 )
+from opera.verdict.judge import MESSAGE_LIMIT
 
 __all__ = ["LocalExecutor", "default_max_rss_bytes", "prepare", "rss_bytes"]
 
@@ -186,9 +191,20 @@ class _Slot:
     no_warm_up_op: frozenset[str] = frozenset()  # targets this worker warms up without the op
     heard: bool = False  # has sent at least one message since it started
     tasks_done: int = 0
+    tests_in_process: int = 0  # tasks the current process finished (0: a fresh worker)
     rss_peak: int = 0
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _confirmed(outcome: TaskOutcome) -> TaskOutcome:
+    """A test that ran again in a fresh worker after a warm one died on it: its verdict, saying so."""
+    task, result = outcome.task, outcome.result
+    if task.confirm is None or result is None:
+        return outcome
+    note = f"a first worker died on this test ({task.confirm}); alone in a fresh worker: {result.outcome.value}"
+    message = f"{note}; {result.message}" if result.message else note
+    return dataclasses.replace(outcome, result=dataclasses.replace(result, message=message[:MESSAGE_LIMIT]))
 
 
 class LocalExecutor:
@@ -206,6 +222,7 @@ class LocalExecutor:
         self.replaced = 0  # workers replaced after a death, hang or memory kill
         self.batched = 0  # tests decided (passed) inside a batch
         self.recycled = 0  # idle workers replaced because they held over half the memory limit
+        self.confirmed = 0  # tests run again alone in a fresh worker after a warm one died on them
         self._startup_failures = 0
         # Targets whose warm-up op killed or hung a worker: later workers warm them up without it.
         self.no_warm_up_op: set[str] = set()
@@ -281,6 +298,7 @@ class LocalExecutor:
         slot.heard = False
         slot.warming, slot.no_warm_up_op = False, no_warm_up_op
         slot.affinity = None
+        slot.tests_in_process = 0
 
     def _kill(self, slot: _Slot) -> None:
         process = slot.process
@@ -323,8 +341,8 @@ class LocalExecutor:
             if task is None:
                 continue
             task = self._batched(slot, task)
-            if slot.process is not None and self._bloated(slot):
-                self._retire(slot)
+            if slot.process is not None and (self._bloated(slot) or (task.confirm is not None and slot.tests_in_process)):
+                self._retire(slot)  # a test to confirm runs in a fresh worker
             if slot.process is None or not slot.process.is_alive():
                 if slot.process is not None:
                     self._kill(slot)
@@ -384,12 +402,13 @@ class LocalExecutor:
                 slot.stage = Stage(payload)
             elif kind == "done":
                 slot.tasks_done += 1
+                slot.tests_in_process += 1
                 if slot.task.kind == "batch":
                     self._finished.extend(payload.extra["passed"])
                     self._put_back_alone(list(payload.extra["alone"]))
                     self.batched += len(payload.extra["passed"])
                 else:
-                    self._finished.append(payload)
+                    self._finished.append(_confirmed(payload))
                 slot.task = None
 
     def _watch(self) -> None:
@@ -480,13 +499,20 @@ class LocalExecutor:
         task = slot.task
         assert task is not None
         duration = time.monotonic() - slot.started
+        warm = slot.tests_in_process > 0
         self._kill(slot)
         self.replaced += 1
         slot.task = None
         if task.kind == "batch":  # no verdict from a batch that died or hung: each test alone says
             self._put_back_alone(list(task.members))
             return
+        if task.kind == "test" and cause != "timeout" and warm and task.confirm is None:
+            self.confirmed += 1  # alone again, in a fresh worker, before it is called a crash
+            self._queue.put_back(dataclasses.replace(task, alone=True, confirm=f"{message} after {slot.tests_in_process} other test(s)"))
+            return
         if task.kind == "test":
+            if task.confirm is not None:
+                message = f"{message}, alone in a fresh worker (a first worker: {task.confirm})"
             self._finished.append(
                 TaskOutcome(task, result=dead_worker_result(task, cause, slot.stage, duration, message))
             )

@@ -9,7 +9,9 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
   with kind ``slow`` (sleeps 0.25 s, then passes), ``segv`` (SIGSEGV), ``abort`` (SIGABRT), ``hang`` (sleeps forever), ``lag`` (sleeps 6 s, then passes), ``alloc``
   (allocates without bound), ``raise`` (a Python exception: ``crash``), ``flaky`` (SIGSEGV in the run; its reproducer dies on every
   second run only), ``unsupported`` (an
-  exception matched by ``opera/verdict/unsupported.toml``) or ``harness`` (an exception in the target's own
+  exception matched by ``opera/verdict/unsupported.toml``), ``poisoned`` (SIGABRT, but only in a worker
+  that converted another test before: a death that needs an earlier test's state, which a fresh
+  worker does not show) or ``harness`` (an exception in the target's own
   input preparation / output decoding, inside ``harness_step``: ``harness-error``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
 - ``test-variants``: correct by default, with broken variants for the metamorphic rules
@@ -171,6 +173,9 @@ def _inject(kind: str) -> None:
         raise ValueError(f"unknown fault kind {kind!r}")
 
 
+_converted_before: set[str] = set()  # the tests this process converted (the ``poisoned`` fault)
+
+
 @register_target
 class TestFaultsTarget(_OrtTarget):
     """onnxruntime, with the fault the instance asks for (see the module docstring)."""
@@ -181,8 +186,13 @@ class TestFaultsTarget(_OrtTarget):
 
     def convert(self, built: SingleOpModel) -> _OrtSession:
         kind, stage = fault_of(built)
-        if kind is not None and stage == "convert":
+        if kind == "poisoned":
+            if _converted_before - {built.instance.id}:
+                os.abort()
+        elif kind is not None and stage == "convert":
             _inject(kind)
+        if built.instance.source.suite != "opera-warm-up":
+            _converted_before.add(built.instance.id)
         session = super().convert(built)
         session.fault = (kind, stage)  # type: ignore[attr-defined]
         return session
