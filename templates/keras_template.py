@@ -61,6 +61,11 @@ def resolve_qualname(qualname: str) -> Any:
     raise KerasTemplateError(f"cannot import {qualname!r}")
 
 
+def _is_float(array: np.ndarray) -> bool:
+    """A floating-point array, the low-precision ones (float16, bfloat16, float8) included."""
+    return array.dtype.kind == "f" or array.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
 def _is_tensor(value: Any) -> bool:
     return isinstance(value, (np.ndarray, TensorSpec))
 
@@ -100,13 +105,14 @@ def _to_library(value: Any) -> Any:
 class _Placeholders:
     """Replaces every tensor in a nested argument structure by a ``keras.Input`` of its shape."""
 
-    def __init__(self, promote_scalars: bool = False) -> None:
+    def __init__(self, promote_scalars: bool = False, widen: bool = False) -> None:
         self.symbols: list[Any] = []
         self.arrays: list[np.ndarray] = []
         self.names: list[str] = []
         # Float scalars (``ops.sqrt(2.0)``, a numpy float32) as rank-0 inputs: used only when an op
         # has no tensor argument at all. Ints stay constants: they are mostly sizes and axes.
         self.promote_scalars = promote_scalars
+        self.widen = widen  # float tensors as float64 (the second reference)
 
     def _promoted(self, value: Any) -> bool:
         if not self.promote_scalars:
@@ -122,6 +128,8 @@ class _Placeholders:
             array = np.asarray(_concrete(value) if _is_tensor(value) else value)
             if _is_python_float(value):
                 array = array.astype(np.float32)  # Keras's default float type; float64 tensors stay
+            if self.widen and _is_float(array):
+                array = array.astype(np.float64)
             name = f"input_{len(self.symbols)}"
             dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
             symbol = keras.Input(batch_shape=array.shape, dtype=dtype, name=name)
@@ -172,19 +180,22 @@ class KerasTemplate(Template):
     def __init__(self) -> None:
         self._builds = 0
 
-    def build(self, inst: OperatorInstance, seed: int = 0) -> SingleOpModel:
+    def build(self, inst: OperatorInstance, seed: int = 0, *, widen: bool = False) -> SingleOpModel:
+        """``widen``: the same model computed in float64 (float inputs, and a layer's dtype policy),
+        for ``second_reference``."""
         import keras
 
         self._builds += 1
         if self._builds % _CLEAR_SESSION_EVERY == 0:
             keras.backend.clear_session()
         keras.utils.set_random_seed(seed)
-        holders = _Placeholders()
+        holders = _Placeholders(widen=widen)
         if inst.kind == InstanceKind.MODULE:
             layer_class = resolve_qualname(inst.api)
-            layer = layer_class(
-                *[_to_library(a) for a in inst.args], **{k: _to_library(v) for k, v in inst.kwargs.items()}
-            )
+            constructor = {k: _to_library(v) for k, v in inst.kwargs.items()}
+            if widen:
+                constructor["dtype"] = "float64"  # over any policy, mixed_float16 included
+            layer = layer_class(*[_to_library(a) for a in inst.args], **constructor)
             call_args = holders.substitute(tuple(inst.inputs))
             recorded_kwargs = dict(inst.extra.get("call_kwargs", {}))
             call_kwargs = holders.substitute(recorded_kwargs)
@@ -197,7 +208,7 @@ class KerasTemplate(Template):
             call_args = holders.substitute(tuple(inst.args))
             call_kwargs = holders.substitute(dict(inst.kwargs))
             if not holders.symbols:
-                holders = _Placeholders(promote_scalars=True)
+                holders = _Placeholders(promote_scalars=True, widen=widen)
                 call_args = holders.substitute(tuple(inst.args))
                 call_kwargs = holders.substitute(dict(inst.kwargs))
             if not holders.symbols:
@@ -223,6 +234,35 @@ class KerasTemplate(Template):
         weights where the argument does not change their shapes)."""
         seed = int(built.details.get("seed", 0))
         return keyword_default_references(self, built, inputs, lambda variant: self.build(variant, seed))
+
+    def second_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
+        """The same model in float64, as torch's second reference is: float inputs widened, a
+        layer rebuilt with dtype float64 (over any dtype policy) and given the same weights, run
+        as the reference is. What it catches: TensorFlow's own oneDNN float16 einsum on CPU reads
+        rows with the wrong stride (sample 9's ``EinsumDense`` under ``mixed_float16``: 2.55 off
+        the exact result, which the compiler matched), a library defect, not the compiler's. None
+        when nothing is floating point or the float64 model cannot be built or run."""
+        floating = [_is_float(np.asarray(x)) for x in inputs]
+        layer = built.details.get("layer")
+        float_weights = layer is not None and any(_is_float(np.asarray(w)) for w in layer.get_weights())
+        if not any(floating) and not float_weights:
+            return None
+        try:
+            wide = self.build(built.instance, int(built.details.get("seed", 0)), widen=True)
+            if layer is not None:
+                weights = layer.get_weights()
+                wide_layer = wide.details["layer"]
+                if len(weights) != len(wide_layer.get_weights()):
+                    return None
+                wide_layer.set_weights([w.astype(np.float64) if _is_float(np.asarray(w)) else w for w in weights])
+            if len(wide.inputs) != len(inputs):
+                return None
+            wide.inputs = [
+                np.asarray(x).astype(np.float64) if f else np.array(x, copy=True) for x, f in zip(inputs, floating, strict=True)
+            ]
+            return "keras float64", self.reference(wide)
+        except Exception:
+            return None
 
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
         """The model in inference mode, run as the ``tf.function`` graph the converters consume."""

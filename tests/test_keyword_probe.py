@@ -64,3 +64,38 @@ def test_keras_layer_and_op_arguments_are_probed_with_the_same_weights() -> None
     built = template.build(dense)
     kernel = built.details["layer"].kernel.numpy()
     np.testing.assert_allclose(probes["activation='relu'"][0], x @ kernel, rtol=1e-5)
+
+
+def test_keras_second_reference_is_the_same_model_in_float64() -> None:
+    """Keras's second reference (as torch's): the layer rebuilt in float64 over its dtype policy,
+    with the same weights, on the same inputs widened. Under mixed_float16 the reference rounds to
+    float16; the second reference is the exact product (what judged TensorFlow's own oneDNN
+    float16 einsum wrong in sample 9, a library defect)."""
+    x = (np.arange(24, dtype=np.float32).reshape(2, 12) - 11) / 7
+    dense = _instance("keras", "keras.layers.Dense", (5,), {"dtype": "mixed_float16"}, InstanceKind.MODULE, inputs=(x,))
+    template = get_template("keras")
+    built = template.build(dense)
+    reference = template.reference(built)[0]
+    assert reference.dtype == np.float16
+    second = template.second_reference(built, built.inputs)
+    assert second is not None and second[0] == "keras float64"
+    wide = second[1][0]
+    layer = built.details["layer"]
+    kernel, bias = (np.asarray(w, dtype=np.float64) for w in layer.get_weights())
+    exact = x.astype(np.float64) @ kernel + bias
+    assert wide.dtype == np.float64
+    np.testing.assert_allclose(wide, exact, rtol=1e-12, atol=1e-12)
+    assert np.abs(reference.astype(np.float64) - exact).max() > 1e-5  # the reference is float16's
+
+
+def test_keras_ops_second_reference_widens_float_inputs_only() -> None:
+    x = np.linspace(-3, 3, 7, dtype=np.float32)
+    template = get_template("keras")
+    built = template.build(_instance("keras", "keras.ops.take", (x, np.array([6, 0], dtype=np.int32)), {}))
+    second = template.second_reference(built, built.inputs)
+    assert second is not None
+    np.testing.assert_array_equal(second[1][0], x.astype(np.float64)[[6, 0]])
+    assert second[1][0].dtype == np.float64
+    # nothing floating point: no second reference
+    ints = template.build(_instance("keras", "keras.ops.negative", (np.arange(4, dtype=np.int32),), {}))
+    assert template.second_reference(ints, ints.inputs) is None
