@@ -225,6 +225,24 @@ def test_declared_outputs() -> None:
     assert _declared_outputs([set(), {"m/sub:0"}], ["kt"]) == ([0], None)
     _, error = _declared_outputs([{"m/Cast:0"}, {"m/Cast_1:0"}], ["kt"])
     assert error is not None and error.startswith("OpenVINO model has no result for declared output 0")
+    # ... but only for a declared output that is an input: a constant output the frontend dropped
+    # (sample 10: keras.ops.isinf of an int16 tensor is tf.zeros) is not stood for by the input
+    assert _declared_outputs([{"input_0"}], ["kt"], lambda k: True) == (None, None)
+    _, error = _declared_outputs([{"input_0"}], ["kt"], lambda k: False)
+    assert error is not None and error.startswith("OpenVINO model has no result for declared output 0")
+
+
+def test_which_keras_outputs_are_inputs_passed_through() -> None:
+    import keras
+
+    from opera.run.targets._ov_io import keras_input_outputs
+
+    x = keras.Input(batch_shape=(2, 4, 4, 3), name="input_0")
+    flip = keras.Model(x, keras.layers.RandomFlip()(x, training=False))  # the identity in inference
+    assert keras_input_outputs(flip)(0)
+    n = keras.Input(batch_shape=(3,), dtype="int16", name="input_0")
+    assert not keras_input_outputs(keras.Model(n, keras.ops.isinf(n)))(0)  # a constant (tf.zeros)
+    assert not keras_input_outputs(keras.Model(n, keras.ops.negative(n)))(0)
 
 
 def test_outputs_are_read_in_declared_order(state: WorkerState) -> None:

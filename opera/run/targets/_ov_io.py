@@ -17,6 +17,7 @@ __all__ = [
     "InterfaceError",
     "as_port_type",
     "declared_outputs",
+    "keras_input_outputs",
     "from_ov_tensor",
     "match_parameters",
     "to_ov_tensor",
@@ -136,7 +137,9 @@ def match_parameters(parameters: list[set[str]], sources: list[str]) -> tuple[li
     return indices, f"{head}\nparameter names {strays} match no source input of {list(sources)}"
 
 
-def declared_outputs(results: list[set[str]], declared: list[str]) -> tuple[list[int] | None, str | None]:
+def declared_outputs(
+    results: list[set[str]], declared: list[str], is_input: Any = None
+) -> tuple[list[int] | None, str | None]:
     """For each declared output of the Keras model (its tensor name), the index of its result in
     the converted model (None: all results, in order); and why they cannot be found.
 
@@ -148,8 +151,11 @@ def declared_outputs(results: list[set[str]], declared: list[str]) -> tuple[list
     declared count. Only the declared outputs are compared, in their order, each once. An output
     that is an input (an augmentation layer in inference) is a result named after the parameter,
     or not named at all: such results, neither signature outputs nor internal tensors (a scoped
-    ``a/b:0`` name), stand for the declared outputs left, in order, when they are exactly as many.
-   
+    ``a/b:0`` name), stand for the declared outputs left, in order, when they are exactly as many,
+    and only for declared outputs that are inputs (``is_input(k)``, e.g. ``keras_input_outputs``;
+    None: any). A constant output the frontend drops (``keras.ops.isinf`` of an integer tensor is
+    ``tf.zeros``) is not stood for by an input's pass-through result: that compared the input's
+    values as the operator's (sample 10); it is the lost output it is.
     """
     import re
 
@@ -170,7 +176,7 @@ def declared_outputs(results: list[set[str]], declared: list[str]) -> tuple[list
             if i not in chosen
             and not any(n in signature or re.fullmatch(r"Identity(_\d+)?:0", n) or "/" in n for n in names)
         ]
-        if len(anonymous) != len(unmatched):
+        if len(anonymous) != len(unmatched) or (is_input is not None and not all(is_input(k) for k in unmatched)):
             return None, (
                 f"OpenVINO model has no result for declared output {unmatched[0]}\n"
                 f"declared outputs {list(declared)}, result names {[sorted(n) for n in results]}"
@@ -179,3 +185,28 @@ def declared_outputs(results: list[set[str]], declared: list[str]) -> tuple[list
             chosen[k] = index
     kept = [int(i) for i in chosen if i is not None]
     return (None if kept == list(range(len(results))) else kept), None
+
+
+def keras_input_outputs(keras_model: Any) -> Any:
+    """``is_input`` for ``declared_outputs``: whether declared output ``k`` of a Keras model is, in
+    the inference graph TensorFlow traces (what OpenVINO's frontend converts), a model input passed
+    through (an augmentation layer in inference), following Identity ops. Traced on first use."""
+    cache: list[bool] = []
+
+    def is_input(k: int) -> bool:
+        if not cache:
+            import tensorflow as tf
+
+            specs = [tf.TensorSpec(t.shape, t.dtype) for t in keras_model.inputs]
+            traced = tf.function(lambda *xs: keras_model(list(xs), training=False)).get_concrete_function(*specs)
+            for tensor in tf.nest.flatten(traced.structured_outputs):
+                op = tensor.op
+                while op.type in ("Identity", "IdentityN", "StopGradient", "Snapshot") and op.inputs:
+                    index = tensor.value_index if op.type == "IdentityN" else 0
+                    tensor = op.inputs[index]
+                    op = tensor.op
+                cache.append(op.type == "Placeholder")
+        return k < len(cache) and cache[k]
+
+    return is_input
+

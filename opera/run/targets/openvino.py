@@ -37,6 +37,7 @@ from opera.run.targets._ov_io import (
     as_port_type,
     declared_outputs,
     from_ov_tensor,
+    keras_input_outputs,
     match_parameters,
     to_ov_tensor,
 )
@@ -200,7 +201,8 @@ def _reproducer_run(names: str = "None", keras_outputs: bool = False) -> str:
     if keras_outputs:
         code += (
             "OUTPUT_INDICES, output_error = declared_outputs(\n"
-            "    [set(o.get_names()) for o in model.outputs], [t.name for t in keras_model.outputs]\n"
+            "    [set(o.get_names()) for o in model.outputs], [t.name for t in keras_model.outputs],\n"
+            "    keras_input_outputs(keras_model),\n"
             ")\n"
             "interface_error = interface_error or output_error\n"
         )
@@ -382,6 +384,9 @@ class OvKerasTarget(_OvTarget):
         # ... or a later pass meeting that dynamic type: "Swish inputs must have the same type but
         # they are: f32 and dynamic"
         r"but they are: (\w+ and dynamic|dynamic and \w+)\b",
+        # ... or a transformation reaching that Convert ("opset1::Convert .../Cast_1[0]:dynamic[]" in
+        # the node it names, then "element_visitor.hpp: Element not supported"; sample 10)
+        r"opset\d+::Convert \S+\[0\]:dynamic\[",
         # TensorFlow resources (lookup tables of IntegerLookup/StringLookup) are not converted:
         # "Model references undeclared parameters: ... LookupTableFindV2/table_handle"
         r"Model references undeclared parameters: .*LookupTable",
@@ -414,7 +419,7 @@ class OvKerasTarget(_OvTarget):
             )
         indices, input_error = _keras_input_indices(model, built)
         outputs, output_error = declared_outputs(
-            [set(o.get_names()) for o in model.outputs], [t.name for t in declared]
+            [set(o.get_names()) for o in model.outputs], [t.name for t in declared], keras_input_outputs(built.model)
         )
         return OvModel(model, indices, outputs, input_error or output_error)
 

@@ -366,6 +366,31 @@ class TvmOnnxTarget(_TvmTarget):
         chosen = _chosen_version(cls, opset)
         return str(cls.__name__) if chosen is None else f"{cls.__name__}._impl_v{chosen}"
 
+    def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
+        """Outputs after the first that the chosen converter fills with a constant placeholder by its
+        own source (``LayerNormalization._impl_v17``: "Onnx layernorm has 3 outputs but only the
+        first is used. We construct two empty constants for this."; sample 10), as tvm-torch's
+        ``max_pool2d_with_indices``: not computed, a gap where only those differ."""
+        import inspect
+        import re
+
+        from tvm.relax.frontend.onnx import onnx_frontend
+
+        op_type, domain, opset = onnx_op(built)
+        cls = onnx_frontend._get_convert_map().get(op_type) if domain in ("", "ai.onnx") else None
+        chosen = _chosen_version(cls, opset) if cls is not None else None
+        method = getattr(cls, f"_impl_v{chosen}", None) if chosen is not None else None
+        try:
+            source = inspect.getsource(method) if method is not None else ""
+        except (OSError, TypeError):
+            return None
+        if re.search(r"\bplaceholder\s*=\s*relax\.const\(", source):
+            return frozenset(range(1, 64)), (
+                f"TVM's {cls.__name__}._impl_v{chosen} computes only its first output "  # type: ignore[union-attr]
+                "(its source returns a constant placeholder for the others)"
+            )
+        return None
+
     def unimplemented_feature(self, built: SingleOpModel) -> str | None:
         """An attribute the converter's source never reads (set to a non-default value), or a
         sub-byte element type (TVM's runtime tensors and LLVM casts have no int2/int4/float4)."""
