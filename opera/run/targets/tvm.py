@@ -282,6 +282,34 @@ class TvmTorchTarget(_TvmTarget):
         r"requires the input tensor to have float dtype\. However, the given input dtype is T\.u?int",
     )
 
+    def unimplemented_feature(self, built: SingleOpModel) -> str | None:
+        """A converter that builds its result in float32 only, by its own source
+        (``out_dtype="float32"``: the convolutions' ``_convNd_impl``, matmul's ``partial(matmul,
+        out_dtype="float32")``), given a tensor of another dtype: the dtype is not implemented (an
+        int64 convolution crashes adding its bias, a float64 one comes back float32; samples 10
+        and 11)."""
+        program = export_torch(built).run_decompositions()  # what from_exported_program converts
+        handlers = _tvm_torch_handlers()
+        for node in program.graph.nodes:
+            name = str(node.target).removeprefix("aten.")
+            handler = handlers.get(name) if node.op == "call_function" else None
+            if handler is None or not _float32_only(handler):
+                continue
+            dtypes = sorted(
+                {
+                    str(arg.meta["val"].dtype).removeprefix("torch.")
+                    for arg in node.args
+                    if hasattr(arg, "meta") and hasattr(arg.meta.get("val"), "dtype")
+                }
+                - {"float32"}
+            )
+            if dtypes:
+                return (
+                    f"TVM's converter for aten.{name} builds its result in float32 only "
+                    f"(out_dtype=\"float32\" in its source): {', '.join(dtypes)} not implemented"
+                )
+        return None
+
     def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
         """Outputs after the first that TVM's converter does not compute: filled with a placeholder by
         its own words (``_max_pool2d_with_indices``: "We only compute the output and create a
@@ -591,6 +619,36 @@ def _keras_input_names(built: SingleOpModel) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
+def _float32_only(handler: Any) -> bool:
+    """Whether a TVM torch converter fixes its result type to float32: ``out_dtype="float32"`` in its
+    source or in a method of its importer it calls (``self._conv3d_impl``), or a ``functools.partial``
+    with that keyword among the closure's values (``self._binary_op(partial(matmul, ...))``)."""
+    import functools
+    import inspect
+    import re
+
+    def fixed(value: Any) -> bool:
+        return isinstance(value, functools.partial) and value.keywords.get("out_dtype") == "float32"
+
+    try:
+        if fixed(handler) or any(fixed(v) for v in inspect.getclosurevars(handler).nonlocals.values()):
+            return True
+    except (TypeError, ValueError):
+        pass
+    try:
+        source = inspect.getsource(handler)
+    except (OSError, TypeError):
+        return False
+    owner = type(getattr(handler, "__self__", None))
+    for called in set(re.findall(r"self\.(_\w+)\(", source)):
+        method = getattr(owner, called, None)
+        try:
+            source += inspect.getsource(method) if method is not None else ""
+        except (OSError, TypeError):
+            continue
+    return 'out_dtype="float32"' in source
+
+
 def _tvm_torch_handlers() -> dict[str, Any]:
     """TVM's torch.export converters by ATen op name (``"max_pool2d_with_indices.default"``)."""
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
