@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from opera.run.targets._onnx_versions import newer_features
+from opera.run.targets._onnx_versions import newer_features, newest_version_types
 
 
 def _model(op: str, elem: int, opset: int, n_inputs: int = 1, **attrs: object) -> onnx.ModelProto:
@@ -36,3 +36,20 @@ def test_an_attribute_the_older_schema_lacks_is_named() -> None:
     assert newer_features(_model("SpaceToDepth", TensorProto.FLOAT, 28, blocksize=1, mode="DCR"), implemented=13) is None
     # the converter is as new as the model's schema: nothing is newer
     assert newer_features(model, implemented=28) is None
+
+
+def test_a_type_the_selected_schema_version_added_is_named_when_the_converter_is_older() -> None:
+    """Samples 8 and 11: BitShift-28's signed integers, Celu-28's float16 came with the very
+    version the model's opset selects; a converter of an older version cannot implement them. A
+    type an earlier version already had is not named (the float8 Casts, judged REAL, stay bugs),
+    nor one whose converter is as new as the schema."""
+    named = newest_version_types(_model("BitShift", TensorProto.INT32, 28, 2, direction="LEFT"), implemented=11)
+    assert named is not None and "tensor(int32) of X" in named and "came with BitShift-28" in named
+    assert "came with Celu-28" in (newest_version_types(_model("Celu", TensorProto.FLOAT16, 28), implemented=12) or "")
+    assert newest_version_types(_model("BitShift", TensorProto.UINT8, 28, 2, direction="LEFT"), implemented=11) is None
+    assert newest_version_types(_model("Celu", TensorProto.FLOAT16, 28), implemented=28) is None
+    # float8 came with Cast-19: at opset 25 the version before (Cast-24) has it already
+    cast = _model("Cast", TensorProto.FLOAT16, 25, to=TensorProto.FLOAT8E4M3FN)
+    cast.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT8E4M3FN
+    assert newest_version_types(cast, implemented=13) is None
+

@@ -5,17 +5,21 @@ the newest converter it has. An attribute or input that the operator gained sinc
 (an attribute to a value other than its default), is outside what that converter implements: its
 failure is a coverage gap, not a bug (issue 11, sample 8: SpaceToDepth-28's ``mode``).
 
-Types added by newer schema versions are deliberately not counted: a converter that lowers to a
-type-generic operation (TVM's ``Cast`` to ``astype``) does implement them, and its wrong results on
-them are bugs (float8 NaN decoded as a finite number, judged REAL). Counting types, as a first
-version did, turned the float8 Cast/CastLike verdicts of the human ONNX corpus into gaps.
+Types added by newer schema versions are not counted against the converter's own version: a
+converter that lowers to a type-generic operation (TVM's ``Cast`` to ``astype``) does implement
+them, and its wrong results on them are bugs (float8 NaN decoded as a finite number, judged REAL).
+Counting types that way, as a first version did, turned the float8 Cast/CastLike verdicts of the
+human ONNX corpus into gaps. What is counted (``newest_version_types``) is narrower: a type that the
+operator gained with the very schema version the model's opset selects (Celu-28's float16,
+BitShift-28's signed integers; samples 8-11), which a frontend written before that version cannot
+have implemented.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["newer_features"]
+__all__ = ["newer_features", "newest_version_types"]
 
 
 def newer_features(model: Any, implemented: int) -> str | None:
@@ -54,3 +58,70 @@ def newer_features(model: Any, implemented: int) -> str | None:
         f"{', '.join(found)}: in {node.op_type}-{current.since_version}, not in "
         f"{node.op_type}-{older.since_version}, the schema the converter implements"
     )
+
+
+def _type_string(elem_type: int) -> str:
+    """``tensor(float16)`` for TensorProto.FLOAT16: how a schema's type constraints spell it."""
+    import onnx
+
+    name = onnx.TensorProto.DataType.Name(elem_type).lower()
+    return f"tensor({ {'float': 'float', 'double': 'double'}.get(name, name) })"
+
+
+def _value_types(model: Any) -> dict[str, int]:
+    """Element type of every tensor the single-node graph names (inputs, initializers, outputs)."""
+    types: dict[str, int] = {}
+    for info in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+        if info.type.HasField("tensor_type"):
+            types[info.name] = info.type.tensor_type.elem_type
+    for init in model.graph.initializer:
+        types[init.name] = init.data_type
+    return types
+
+
+def newest_version_types(model: Any, implemented: int) -> str | None:
+    """An element type the model's single node uses that its operator's schema gained with the very
+    version the model's opset selects (the version before it does not allow it for that input or
+    output), when the converter implements an older version (``implemented``), e.g.
+    ``tensor(int32) of X came with BitShift-28``. None otherwise."""
+    import onnx
+
+    node = model.graph.node[0]
+    domain = node.domain or ""
+    opset = next((e.version for e in model.opset_import if (e.domain or "") == domain), None)
+    if opset is None:
+        return None
+    try:
+        current = onnx.defs.get_schema(node.op_type, int(opset), domain)
+        before = onnx.defs.get_schema(node.op_type, current.since_version - 1, domain)
+    except Exception:
+        return None  # no earlier version: the operator itself is new
+    if implemented >= current.since_version:
+        return None
+    allowed_now = {c.type_param_str: set(c.allowed_type_strs) for c in current.type_constraints}
+    allowed_before = {c.type_param_str: set(c.allowed_type_strs) for c in before.type_constraints}
+    types = _value_types(model)
+
+    def formal(params: Any, k: int) -> Any:
+        if k < len(params):
+            return params[k]
+        last = params[-1] if params else None
+        variadic = last is not None and last.option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+        return last if variadic else None
+
+    new = []
+    for names, params_now in ((node.input, current.inputs), (node.output, current.outputs)):
+        for k, name in enumerate(names):
+            param = formal(params_now, k) if name else None
+            if param is None or name not in types or param.type_str not in allowed_now:
+                continue
+            spelled = _type_string(types[name])
+            if spelled in allowed_now[param.type_str] and spelled not in allowed_before.get(param.type_str, {spelled}):
+                new.append(f"{spelled} of {param.name}")
+    if not new:
+        return None
+    return (
+        f"{', '.join(sorted(set(new)))} came with {node.op_type}-{current.since_version} "
+        f"({node.op_type}-{before.since_version} does not allow it)"
+    )
+
