@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from opera.run.targets._onnx_versions import newer_features, newest_version_types
+from opera.run.targets._onnx_versions import newer_features, newest_version_types, widened_domain
 
 
 def _model(op: str, elem: int, opset: int, n_inputs: int = 1, **attrs: object) -> onnx.ModelProto:
@@ -52,4 +52,14 @@ def test_a_type_the_selected_schema_version_added_is_named_when_the_converter_is
     cast = _model("Cast", TensorProto.FLOAT16, 25, to=TensorProto.FLOAT8E4M3FN)
     cast.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT8E4M3FN
     assert newest_version_types(cast, implemented=13) is None
+
+
+def test_what_a_schema_version_newly_defines_beyond_its_types_is_named() -> None:
+    """Mod-28 defines float inputs with fmod=0, which Mod-13's text excluded ('T is constrained to
+    integer data types'): named for a converter older than Mod-28, not for integers or fmod=1."""
+    named = widened_domain(_model("Mod", TensorProto.FLOAT, 28, 2), implemented=10)
+    assert named is not None and "defined since Mod-28" in named
+    assert widened_domain(_model("Mod", TensorProto.INT32, 28, 2), implemented=10) is None
+    assert widened_domain(_model("Mod", TensorProto.FLOAT, 28, 2, fmod=1), implemented=10) is None
+    assert widened_domain(_model("Mod", TensorProto.FLOAT, 28, 2), implemented=28) is None
 

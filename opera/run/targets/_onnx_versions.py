@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["newer_features", "newest_version_types"]
+__all__ = ["newer_features", "newest_version_types", "widened_domain"]
 
 
 def newer_features(model: Any, implemented: int) -> str | None:
@@ -64,8 +64,7 @@ def _type_string(elem_type: int) -> str:
     """``tensor(float16)`` for TensorProto.FLOAT16: how a schema's type constraints spell it."""
     import onnx
 
-    name = onnx.TensorProto.DataType.Name(elem_type).lower()
-    return f"tensor({ {'float': 'float', 'double': 'double'}.get(name, name) })"
+    return f"tensor({onnx.TensorProto.DataType.Name(elem_type).lower()})"
 
 
 def _value_types(model: Any) -> dict[str, int]:
@@ -124,4 +123,45 @@ def newest_version_types(model: Any, implemented: int) -> str | None:
         f"{', '.join(sorted(set(new)))} came with {node.op_type}-{current.since_version} "
         f"({node.op_type}-{before.since_version} does not allow it)"
     )
+
+
+def _float_mod(node: Any, types: dict[str, int]) -> bool:
+    import onnx
+
+    fmod = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "fmod"), 0)
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    return fmod == 0 and any(types.get(name) in floats for name in node.input)
+
+
+# What a schema version newly defines that its types do not show, because the earlier version's
+# text excluded it (operator, version) -> (the condition on the node, what it is, the earlier words).
+_WIDENED = {
+    ("Mod", 28): (
+        _float_mod,
+        "floating-point inputs with fmod=0",
+        "Mod-13: 'If the fmod attribute is set to 0, T is constrained to integer data types'",
+    ),
+}
+
+
+def widened_domain(model: Any, implemented: int) -> str | None:
+    """What the model's single node uses that the operator's schema version selected by its opset
+    newly defines, the earlier version's text having excluded it (``_WIDENED``: Mod-28's float
+    inputs with fmod=0, samples 10 and 11), when the converter implements an older version."""
+    import onnx
+
+    node = model.graph.node[0]
+    domain = node.domain or ""
+    opset = next((e.version for e in model.opset_import if (e.domain or "") == domain), None)
+    try:
+        current = onnx.defs.get_schema(node.op_type, int(opset or 0), domain)
+    except Exception:
+        return None
+    rule = _WIDENED.get((node.op_type, current.since_version))
+    if rule is None or implemented >= current.since_version:
+        return None
+    condition, what, earlier = rule
+    if not condition(node, _value_types(model)):
+        return None
+    return f"{what}: defined since {node.op_type}-{current.since_version} ({earlier})"
 

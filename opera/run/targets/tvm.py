@@ -33,7 +33,7 @@ from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
-from opera.run.targets._onnx_versions import newer_features, newest_version_types
+from opera.run.targets._onnx_versions import newer_features, newest_version_types, widened_domain
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -438,7 +438,8 @@ class TvmOnnxTarget(_TvmTarget):
             return f"attribute(s) {', '.join(unread)} never read by TVM's {cls.__name__} converter"
         chosen = _chosen_version(cls, opset)
         newer = newer_features(built.model, chosen) if chosen is not None else None
-        newer = newer or (newest_version_types(built.model, chosen) if chosen is not None else None)
+        if chosen is not None:
+            newer = newer or newest_version_types(built.model, chosen) or widened_domain(built.model, chosen)
         if newer:
             return f"{newer} (TVM's {cls.__name__}._impl_v{chosen}: the newest converter it has)"
         return None
