@@ -271,6 +271,8 @@ def test_a_generated_mutant_onnxruntime_rejects_is_invalid(instance_id: str, wor
         # samples 10 and 11 (judged REAL, then UNSUPPORTED): Mod-28 newly defines float inputs with
         # fmod=0, which Mod-13's text excluded; TVM's converter is Mod._impl_v10
         ("tvm-onnx", "onnx", "db42e3112e1298e8c785", Outcome.UNSUPPORTED, "defined since Mod-28"),
+        # sample 12: torch.gather of a 0-d input with a 1-d index, outside its documented domain
+        ("ov-torch", "torch", "ab86d1922844129b6cdc", Outcome.UNDEFINED, "must have the same number of dimensions"),
     ],
 )
 def test_sample_10_classes(target: str, library: str, instance_id: str, outcome: Outcome, words: str, state) -> None:

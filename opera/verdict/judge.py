@@ -322,7 +322,7 @@ def judge_domain(oracle: OracleConfig, built: Any, pristine: list[Any], referenc
     ``domain = true``: whatever a compiler does with it, it is ``undefined``), or None."""
     inst = built.instance
     names = dict(zip(_names(built, pristine), pristine, strict=True))
-    reason = outside_domain(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst))
+    reason = outside_domain(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=tuple(inst.args))
     return None if reason is None else f"outside the operator's domain, not run through the compiler: {reason}"
 
 

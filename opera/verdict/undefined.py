@@ -77,6 +77,7 @@ class _Case:
     inputs: dict[str, np.ndarray]  # runtime inputs by name, in order
     reference: Sequence[np.ndarray]
     opset: int | None = None  # an ONNX instance's opset
+    args: tuple[Any, ...] = ()  # a call's positional arguments (torch: tensors held as constants too)
 
 
 Condition = Callable[[_Case, dict[str, Any]], OutputMasks | None]
@@ -217,6 +218,26 @@ def _kwarg_not_integer(case: _Case, options: dict[str, Any]) -> OutputMasks | No
     return [True for _ in case.reference]
 
 
+def _ranks_differ(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """Two tensor arguments whose ranks differ where the operator requires them equal: each named
+    by a positional index or a keyword (``tensors = [0, "index"]``, the keyword also looked up at
+    ``positions``), e.g. torch.gather's input and index."""
+    ranks = []
+    for which in options.get("tensors", []):
+        value = case.kwargs.get(which) if isinstance(which, str) else None
+        if value is None and isinstance(which, str) and which in options.get("positions", {}):
+            position = options["positions"][which]
+            value = case.args[position] if position < len(case.args) else None
+        elif isinstance(which, int):
+            value = case.args[which] if which < len(case.args) else None
+        if value is None or not hasattr(value, "shape"):
+            return None
+        ranks.append(len(value.shape))
+    if len(ranks) < 2 or len(set(ranks)) == 1:
+        return None
+    return [True for _ in case.reference]
+
+
 def _tied_indices(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     """The index output (``indices_output``) where the value it points at (the same position of
     ``values_output``) occurs more than once in the data input (the first runtime input): which of
@@ -253,6 +274,7 @@ CONDITIONS: dict[str, Condition] = {
     "empty-reduction": _empty_reduction,
     "kwarg-not-integer": _kwarg_not_integer,
     "tied-indices": _tied_indices,
+    "ranks-differ": _ranks_differ,
 }
 
 
@@ -264,10 +286,11 @@ def find_undefined(
     reference: Sequence[np.ndarray],
     opset: int | None = None,
     kind: str = "values",
+    args: tuple[Any, ...] = (),
 ) -> Undefinedness | None:
     """The first rule of ``kind`` (``UndefinedRule.kind``) for ``api`` whose condition holds on
     this test, as masks; None if none does."""
-    case = _Case(api, kwargs, inputs, reference, opset)
+    case = _Case(api, kwargs, inputs, reference, opset, tuple(args))
     for rule in rules:
         if rule.kind != kind or not rule.applies_to(api, opset):
             continue
@@ -285,10 +308,11 @@ def outside_domain(
     inputs: dict[str, np.ndarray],
     reference: Sequence[np.ndarray],
     opset: int | None = None,
+    args: tuple[Any, ...] = (),
 ) -> str | None:
     """The reason an instance lies outside its operator's defined domain (a ``domain = true`` rule
     holds), or None."""
-    found = find_undefined(rules, api, kwargs, inputs, reference, opset, kind="domain")
+    found = find_undefined(rules, api, kwargs, inputs, reference, opset, kind="domain", args=args)
     return found.reason if found is not None else None
 
 
