@@ -222,7 +222,6 @@ class LocalExecutor:
         self.replaced = 0  # workers replaced after a death, hang or memory kill
         self.batched = 0  # tests decided (passed) inside a batch
         self.recycled = 0  # idle workers replaced because they held over half the memory limit
-        self.confirmed = 0  # tests run again alone in a fresh worker after a warm one died on them
         self._startup_failures = 0
         # Targets whose warm-up op killed or hung a worker: later workers warm them up without it.
         self.no_warm_up_op: set[str] = set()
@@ -507,7 +506,7 @@ class LocalExecutor:
             self._put_back_alone(list(task.members))
             return
         if task.kind == "test" and cause != "timeout" and warm and task.confirm is None:
-            self.confirmed += 1  # alone again, in a fresh worker, before it is called a crash
+            # alone again, in a fresh worker, before it is called a crash
             self._queue.put_back(dataclasses.replace(task, alone=True, confirm=f"{message} after {slot.tests_in_process} other test(s)"))
             return
         if task.kind == "test":

@@ -22,22 +22,36 @@ from typing import Any
 __all__ = ["newer_features", "newest_version_types", "widened_domain"]
 
 
+def _schema(node: Any, version: int) -> Any:
+    """The node's operator schema as of opset ``version`` (None: unknown there)."""
+    import onnx
+
+    try:
+        return onnx.defs.get_schema(node.op_type, int(version), node.domain or "")
+    except Exception:
+        return None
+
+
+def _selected(model: Any) -> tuple[Any, Any] | None:
+    """The model's single node and the schema its own opset selects (None: no opset, unknown op)."""
+    node = model.graph.node[0]
+    domain = node.domain or ""
+    opset = next((e.version for e in model.opset_import if (e.domain or "") == domain), None)
+    current = _schema(node, opset) if opset is not None else None
+    return None if current is None else (node, current)
+
+
 def newer_features(model: Any, implemented: int) -> str | None:
     """What the model's single node uses that its operator's schema as of opset ``implemented``
     lacks, when the model's own opset selects a newer schema: an attribute that older schema does
     not know, set to a value other than its default, or an input beyond its inputs. None otherwise."""
     import onnx
 
-    node = model.graph.node[0]
-    domain = node.domain or ""
-    opset = next((e.version for e in model.opset_import if (e.domain or "") == domain), None)
-    if opset is None:
+    selected = _selected(model)
+    older = _schema(model.graph.node[0], implemented)
+    if selected is None or older is None:
         return None
-    try:
-        current = onnx.defs.get_schema(node.op_type, int(opset), domain)
-        older = onnx.defs.get_schema(node.op_type, int(implemented), domain)
-    except Exception:
-        return None
+    node, current = selected
     if older.since_version >= current.since_version:
         return None
     variadic = bool(older.inputs) and older.inputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
@@ -85,17 +99,12 @@ def newest_version_types(model: Any, implemented: int) -> str | None:
     ``tensor(int32) of X came with BitShift-28``. None otherwise."""
     import onnx
 
-    node = model.graph.node[0]
-    domain = node.domain or ""
-    opset = next((e.version for e in model.opset_import if (e.domain or "") == domain), None)
-    if opset is None:
+    selected = _selected(model)
+    if selected is None:
         return None
-    try:
-        current = onnx.defs.get_schema(node.op_type, int(opset), domain)
-        before = onnx.defs.get_schema(node.op_type, current.since_version - 1, domain)
-    except Exception:
-        return None  # no earlier version: the operator itself is new
-    if implemented >= current.since_version:
+    node, current = selected
+    before = _schema(node, current.since_version - 1)
+    if before is None or implemented >= current.since_version:  # no earlier version: a new operator
         return None
     allowed_now = {c.type_param_str: set(c.allowed_type_strs) for c in current.type_constraints}
     allowed_before = {c.type_param_str: set(c.allowed_type_strs) for c in before.type_constraints}
@@ -148,15 +157,10 @@ def widened_domain(model: Any, implemented: int) -> str | None:
     """What the model's single node uses that the operator's schema version selected by its opset
     newly defines, the earlier version's text having excluded it (``_WIDENED``: Mod-28's float
     inputs with fmod=0, samples 10 and 11), when the converter implements an older version."""
-    import onnx
-
-    node = model.graph.node[0]
-    domain = node.domain or ""
-    opset = next((e.version for e in model.opset_import if (e.domain or "") == domain), None)
-    try:
-        current = onnx.defs.get_schema(node.op_type, int(opset or 0), domain)
-    except Exception:
+    selected = _selected(model)
+    if selected is None:
         return None
+    node, current = selected
     rule = _WIDENED.get((node.op_type, current.since_version))
     if rule is None or implemented >= current.since_version:
         return None

@@ -383,15 +383,10 @@ class TvmOnnxTarget(_TvmTarget):
 
     def converter_name(self, built: SingleOpModel) -> str | None:
         """The ``OnnxOpConverter`` class and the ``_impl_vN`` TVM selects for the model's opset."""
-        from tvm.relax.frontend.onnx import onnx_frontend
-
-        op_type, domain, opset = onnx_op(built)
-        if domain not in ("", "ai.onnx"):
+        found = _onnx_converter(built)
+        if found is None:
             return None
-        cls = onnx_frontend._get_convert_map().get(op_type)
-        if cls is None:
-            return None
-        chosen = _chosen_version(cls, opset)
+        cls, chosen = found
         return str(cls.__name__) if chosen is None else f"{cls.__name__}._impl_v{chosen}"
 
     def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
@@ -402,19 +397,17 @@ class TvmOnnxTarget(_TvmTarget):
         import inspect
         import re
 
-        from tvm.relax.frontend.onnx import onnx_frontend
-
-        op_type, domain, opset = onnx_op(built)
-        cls = onnx_frontend._get_convert_map().get(op_type) if domain in ("", "ai.onnx") else None
-        chosen = _chosen_version(cls, opset) if cls is not None else None
-        method = getattr(cls, f"_impl_v{chosen}", None) if chosen is not None else None
+        found = _onnx_converter(built)
+        if found is None or found[1] is None:
+            return None
+        cls, chosen = found
         try:
-            source = inspect.getsource(method) if method is not None else ""
-        except (OSError, TypeError):
+            source = inspect.getsource(getattr(cls, f"_impl_v{chosen}"))
+        except (AttributeError, OSError, TypeError):
             return None
         if re.search(r"\bplaceholder\s*=\s*relax\.const\(", source):
             return frozenset(range(1, 64)), (
-                f"TVM's {cls.__name__}._impl_v{chosen} computes only its first output "  # type: ignore[union-attr]
+                f"TVM's {cls.__name__}._impl_v{chosen} computes only its first output "
                 "(its source returns a constant placeholder for the others)"
             )
         return None
@@ -422,24 +415,26 @@ class TvmOnnxTarget(_TvmTarget):
     def unimplemented_feature(self, built: SingleOpModel) -> str | None:
         """An attribute the converter's source never reads (set to a non-default value), or a
         sub-byte element type (TVM's runtime tensors and LLVM casts have no int2/int4/float4)."""
-        from tvm.relax.frontend.onnx import onnx_frontend
-
         packed = sub_byte_types(built.model)
         if packed:
             return f"sub-byte element type(s) {', '.join(packed)}: not implemented by TVM's CPU runtime"
-        op_type, domain, opset = onnx_op(built)
-        cls = onnx_frontend._get_convert_map().get(op_type) if domain in ("", "ai.onnx") else None
-        if cls is None:
+        found = _onnx_converter(built)
+        if found is None:
             return None
+        cls, chosen = found
+        op_type, _, opset = onnx_op(built)
         if "microsoft" in (cls.__doc__ or ""):  # "Converts an onnx.microsoft Attention node ..."
             return f"TVM's {cls.__name__} converter implements the com.microsoft operator, not ai.onnx {op_type}-{opset}"
         unread = unread_attributes(cls, built.model.graph.node[0], opset)
         if unread:
             return f"attribute(s) {', '.join(unread)} never read by TVM's {cls.__name__} converter"
-        chosen = _chosen_version(cls, opset)
-        newer = newer_features(built.model, chosen) if chosen is not None else None
-        if chosen is not None:
-            newer = newer or newest_version_types(built.model, chosen) or widened_domain(built.model, chosen)
+        if chosen is None:
+            return None
+        newer = (
+            newer_features(built.model, chosen)
+            or newest_version_types(built.model, chosen)
+            or widened_domain(built.model, chosen)
+        )
         if newer:
             return f"{newer} (TVM's {cls.__name__}._impl_v{chosen}: the newest converter it has)"
         return None
@@ -460,6 +455,16 @@ class TvmOnnxTarget(_TvmTarget):
         opset = _onnx_opset(prepared.model)
         mod = from_onnx(prepared.model, opset=opset, keep_params_in_input=False)
         return TvmModule(mod, input_indices=prepared.runtime_indices)
+
+
+def _onnx_converter(built: SingleOpModel) -> tuple[type, int | None] | None:
+    """TVM's ``OnnxOpConverter`` class for the model's node and the ``_impl_vN`` it selects for the
+    model's opset (None: a converter without versions); None for a node TVM has no converter for."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    op_type, domain, opset = onnx_op(built)
+    cls = onnx_frontend._get_convert_map().get(op_type) if domain in ("", "ai.onnx") else None
+    return None if cls is None else (cls, _chosen_version(cls, opset))
 
 
 def _chosen_version(cls: type, opset: int | None) -> int | None:
@@ -620,7 +625,7 @@ def _keras_input_names(built: SingleOpModel) -> list[str]:
         return []
 
 
-@functools.lru_cache(maxsize=1)
+@functools.cache
 def _float32_only(handler: Any) -> bool:
     """Whether a TVM torch converter fixes its result type to float32: ``out_dtype="float32"`` in its
     source or in a method of its importer it calls (``self._conv3d_impl``), or a ``functools.partial``
@@ -651,6 +656,7 @@ def _float32_only(handler: Any) -> bool:
     return 'out_dtype="float32"' in source
 
 
+@functools.lru_cache(maxsize=1)
 def _tvm_torch_handlers() -> dict[str, Any]:
     """TVM's torch.export converters by ATen op name (``"max_pool2d_with_indices.default"``)."""
     from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
