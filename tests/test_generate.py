@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _generate_fixtures import HUMAN, SMALL, RuleGate, corpus_file, torch_fn, x
 
 from opera.cli import main
 from opera.corpus import read_corpus, write_corpus
@@ -25,7 +26,7 @@ from opera.generate.mutations import LARGE_INT, MAX_RANK, Choice, apply_mutation
 from opera.generate.profiles import learn_profiles
 from opera.generate.related import related_operators
 from opera.harvest.manifest import build_manifest
-from opera.model import InstanceKind, OperatorInstance, Origin, Source
+from opera.model import InstanceKind, OperatorInstance, Origin
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.prioritize.partitions import partition
 from opera.report.by_source import breakdown_by_source, source_of
@@ -33,23 +34,8 @@ from opera.templates import get_template
 from opera.values import DType, TensorSpec
 
 REPO = Path(__file__).resolve().parents[1]
-HUMAN = Source(suite="opinfo", test="hand-made")
 
 
-def torch_fn(api: str, *args: object, **kwargs: object) -> OperatorInstance:
-    return OperatorInstance(
-        library="torch",
-        api=api,
-        kind=InstanceKind.FUNCTION,
-        args=args,
-        kwargs=kwargs,
-        source=HUMAN,
-        valid=True,
-    )
-
-
-def x(*shape: int, dtype: str = "float32") -> TensorSpec:
-    return TensorSpec(dtype=dtype, shape=shape, seed=1)
 
 
 def mutate(insts: list[OperatorInstance], kind: str, parameter: str, seed: int = 0) -> OperatorInstance:
@@ -265,38 +251,11 @@ def test_learner_lowers_the_share_of_a_rejected_mutation() -> None:
     assert learner.acceptance("torch", "torch.mean", other_param) == 0.5
 
 
-def _corpus(tmp_path: Path, insts: list[OperatorInstance], name: str = "human.jsonl") -> Path:
-    path = tmp_path / name
-    write_corpus(path, insts, header={"library": insts[0].library})
-    return path
 
-
-class RuleGate:
-    """A fake validity gate: ``rule(inst)`` is the verdict."""
-
-    def __init__(self, rule: Callable[[OperatorInstance], bool]) -> None:
-        self.rule = rule
-        self.seen: list[OperatorInstance] = []
-
-    def validate(self, inst: OperatorInstance) -> OperatorInstance:
-        self.seen.append(inst)
-        ok = self.rule(inst)
-        return inst.with_verdict(ok, None if ok else "rejected by the rule", ("float32[1]",) if ok else None)
-
-    def close(self) -> None:
-        pass
-
-
-SMALL = [
-    torch_fn("torch.sum", x(2, 3), dim=1, keepdim=False),
-    torch_fn("torch.sum", x(4, 1), dim=0, keepdim=True),
-    torch_fn("torch.nn.functional.leaky_relu", x(4), negative_slope=0.5),
-    torch_fn("torch.nn.functional.softmax", x(2, 3), dim=1),
-]
 
 
 def test_driver_learns_to_avoid_what_the_gate_rejects(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     options = GenerateOptions(per_api=30, attempts_per_valid=3, show_progress=False)
     rejects_dtype = RuleGate(lambda i: "tensor:dtype" not in i.source.test)
     picky = generate([corpus], tmp_path / "a.jsonl", options, gate_factory=lambda lib: rejects_dtype)
@@ -312,7 +271,7 @@ def test_driver_learns_to_avoid_what_the_gate_rejects(tmp_path: Path) -> None:
 
 # ---- the driver ----------------------------------------------------------------------------------
 def test_same_seed_same_ids_other_seed_other_ids(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     gate = lambda lib: RuleGate(lambda i: "int:large" not in i.source.test)  # noqa: E731
 
     def ids(seed: int, name: str) -> list[str]:
@@ -331,7 +290,7 @@ def test_same_seed_same_ids_other_seed_other_ids(tmp_path: Path) -> None:
 
 
 def test_generated_instances_carry_their_origin(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     out = tmp_path / "gen.jsonl.gz"
     summary = generate(
         [corpus],
@@ -354,7 +313,7 @@ def test_generated_instances_carry_their_origin(tmp_path: Path) -> None:
 
 
 def test_invalid_mutants_are_dropped_unless_kept(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     rule = lambda lib: RuleGate(lambda i: "tensor" in i.source.test)  # noqa: E731
     options = GenerateOptions(per_api=4, show_progress=False)
     summary = generate([corpus], tmp_path / "v.jsonl", options, gate_factory=rule)
@@ -371,7 +330,7 @@ def test_invalid_mutants_are_dropped_unless_kept(tmp_path: Path) -> None:
 
 
 def test_novelty_counts_new_partitions_only(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, [torch_fn("torch.nn.functional.softmax", x(2, 3), dim=1)])
+    corpus = corpus_file(tmp_path, [torch_fn("torch.nn.functional.softmax", x(2, 3), dim=1)])
     summary = generate(
         [corpus],
         tmp_path / "n.jsonl",
@@ -452,7 +411,7 @@ def test_isolated_gate_limits_cpu_time(monkeypatch) -> None:
 def test_unknown_library_corpus_is_skipped_with_one_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = _corpus(tmp_path, SMALL)
+    good = corpus_file(tmp_path, SMALL)
     alien = tmp_path / "alien.jsonl"
     line = SMALL[0].to_json() | {"library": "mxnet"}
     line.pop("id")
@@ -498,7 +457,7 @@ def test_operator_with_only_invalid_instances_is_reported(tmp_path: Path) -> Non
         valid=False,
         invalid_reason="x",
     )
-    corpus = _corpus(tmp_path, [*SMALL, broken])
+    corpus = corpus_file(tmp_path, [*SMALL, broken])
     summary = generate(
         [corpus],
         tmp_path / "o.jsonl",
@@ -509,10 +468,10 @@ def test_operator_with_only_invalid_instances_is_reported(tmp_path: Path) -> Non
     assert summary.written == 3
 
 
-def test_cli_rejects_unknown_library_filter_and_missing_corpus(
+def test_cli_rejects_unknown_library_filter_and_missingcorpus_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     assert main(["generate", str(corpus), "-o", str(tmp_path / "g.jsonl"), "--library", "mxnet"]) == 2
     assert "unknown library 'mxnet'" in capsys.readouterr().err
     assert main(["generate", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "g.jsonl")]) == 2
@@ -542,7 +501,7 @@ def test_breakdown_by_source() -> None:
 
 
 def test_manifest_records_the_generation_command(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     out_dir = tmp_path / "harvested"
     out_dir.mkdir()
     write_corpus(

@@ -10,72 +10,29 @@ from __future__ import annotations
 import gzip
 import json
 import random
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _generate_fixtures import SMALL, RuleGate, corpus_file, torch_fn, x
 
 from opera.cli import main
-from opera.corpus import read_corpus, write_corpus
+from opera.corpus import read_corpus
 from opera.errors import OperaError
 from opera.generate import GenerateOptions, GenerateSummary, generate
 from opera.generate.feedback import ValidityLearner
 from opera.generate.gate import IsolatedGate
 from opera.generate.mutations import Choice
 from opera.generate.steering import CoverageBandit, CoverageTracker
-from opera.model import InstanceKind, OperatorInstance, Source
+from opera.model import OperatorInstance
 from opera.prioritize.partitions import operator_key
 from opera.report.op_coverage import CoverageSets, coverage_sets
-from opera.values import TensorSpec
 
 REPO = Path(__file__).resolve().parents[1]
-HUMAN = Source(suite="opinfo", test="hand-made")
 
 
-def torch_fn(api: str, *args: object, **kwargs: object) -> OperatorInstance:
-    return OperatorInstance(
-        library="torch",
-        api=api,
-        kind=InstanceKind.FUNCTION,
-        args=args,
-        kwargs=kwargs,
-        source=HUMAN,
-        valid=True,
-    )
 
 
-def x(*shape: int, dtype: str = "float32") -> TensorSpec:
-    return TensorSpec(dtype=dtype, shape=shape, seed=1)
 
-
-class RuleGate:
-    """A fake validity gate: ``rule(inst)`` is the verdict (one output when valid)."""
-
-    def __init__(self, rule: Callable[[OperatorInstance], bool] = lambda inst: True) -> None:
-        self.rule = rule
-        self.seen: list[OperatorInstance] = []
-
-    def validate(self, inst: OperatorInstance) -> OperatorInstance:
-        self.seen.append(inst)
-        ok = self.rule(inst)
-        return inst.with_verdict(ok, None if ok else "rejected by the rule", ("float32[1]",) if ok else None)
-
-    def close(self) -> None:
-        pass
-
-
-SMALL = [
-    torch_fn("torch.sum", x(2, 3), dim=1, keepdim=False),
-    torch_fn("torch.sum", x(4, 1), dim=0, keepdim=True),
-    torch_fn("torch.nn.functional.leaky_relu", x(4), negative_slope=0.5),
-    torch_fn("torch.nn.functional.softmax", x(2, 3), dim=1),
-]
-
-
-def _corpus(tmp_path: Path, insts: list[OperatorInstance]) -> Path:
-    path = tmp_path / "human.jsonl"
-    write_corpus(path, insts, header={"library": insts[0].library})
-    return path
 
 
 def _new_elements(covered: CoverageSets, inst: OperatorInstance) -> int:
@@ -100,7 +57,7 @@ def _assert_every_written_mutant_adds_coverage(
 
 # ---- the driver, with a fake gate -----------------------------------------------------------------
 def test_steered_writes_only_mutants_that_add_coverage(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     out = tmp_path / "steered.jsonl"
     options = GenerateOptions(per_api=6, show_progress=False, steer="coverage")
     summary = generate([corpus], out, options, gate_factory=lambda lib: RuleGate())
@@ -119,7 +76,7 @@ def test_steered_writes_only_mutants_that_add_coverage(tmp_path: Path) -> None:
 
 
 def test_unsteered_writes_mutants_that_add_nothing_and_counts_them(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
     summary = generate(
         [corpus], tmp_path / "plain.jsonl", GenerateOptions(per_api=6, show_progress=False),
         gate_factory=lambda lib: RuleGate(),
@@ -133,7 +90,7 @@ def test_unsteered_writes_mutants_that_add_nothing_and_counts_them(tmp_path: Pat
 
 
 def test_steering_is_recorded_only_when_on(tmp_path: Path) -> None:
-    corpus = _corpus(tmp_path, SMALL)
+    corpus = corpus_file(tmp_path, SMALL)
 
     def header(steer: str | None) -> dict:
         out = tmp_path / f"{steer}.jsonl.gz"
@@ -154,7 +111,7 @@ def test_steering_is_recorded_only_when_on(tmp_path: Path) -> None:
 
 
 def test_cli_flag_and_recorded_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    corpus = _corpus(tmp_path, [torch_fn("torch.nn.functional.softmax", x(2, 3), dim=1)])
+    corpus = corpus_file(tmp_path, [torch_fn("torch.nn.functional.softmax", x(2, 3), dim=1)])
     out = tmp_path / "cli.jsonl.gz"
     assert (
         main(["generate", str(corpus), "-o", str(out), "--per-api", "2", "--steer", "coverage", "--quiet"])
