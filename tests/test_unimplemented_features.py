@@ -169,3 +169,29 @@ def test_onnx_model_breaking_its_operator_schema_is_invalid() -> None:
     checked = template.validate(gelu(np.array([0, 0, 1], np.int8)))
     assert checked.valid is False and "breaks the operator's schema" in (checked.invalid_reason or "")
     assert template.validate(gelu(np.array([0.0, 0.5, 1.0], np.float32))).valid is True
+
+
+def test_a_float32_only_torch_converter_is_a_gap_for_other_dtypes_only() -> None:
+    """tvm-torch's convolutions build their result with out_dtype="float32" (samples 10 and 11):
+    an int64 convolution is a dtype gap, a float32 one is not (its failures stay bugs); an op whose
+    converter does not fix float32 is never named."""
+    from opera.model import InstanceKind, OperatorInstance, Source
+    from opera.run.targets import get_target
+    from opera.templates import get_template
+
+    def conv(dtype: str) -> OperatorInstance:
+        x = np.arange(2 * 3 * 5 * 5).reshape(2, 3, 5, 5).astype(dtype)
+        w = np.ones((4, 3, 3, 3), dtype=dtype)
+        return OperatorInstance(
+            library="torch", api="torch.nn.functional.conv2d", kind=InstanceKind.FUNCTION, args=(x, w), source=Source(suite="t")
+        )
+
+    target, template = get_target("tvm-torch"), get_template("torch")
+    gap = target.unimplemented_feature(template.build(conv("int64")))
+    assert gap is not None and "aten.convolution.default builds its result in float32 only" in gap and "int64" in gap
+    assert target.unimplemented_feature(template.build(conv("float32"))) is None
+    relu = OperatorInstance(
+        library="torch", api="torch.nn.functional.relu", kind=InstanceKind.FUNCTION,
+        args=(np.arange(6, dtype=np.int64),), source=Source(suite="t"),
+    )  # fmt: skip
+    assert target.unimplemented_feature(template.build(relu)) is None
