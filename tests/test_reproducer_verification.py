@@ -623,3 +623,26 @@ def test_tvm_keras_reproducer_compiles_as_the_target(tmp_path) -> None:
     assert verdict.status == REPRODUCES and "shape (2, 7, 7, 2) vs (2, 5, 5, 2)" in verdict.detail, (
         verdict.detail
     )
+
+
+def test_a_script_keeps_pythonpath_under_pythonsafepath(tmp_path) -> None:
+    """Under PYTHONSAFEPATH (how a checkout runs an installed Opera without its own folder shadowing
+    it), sys.path[0] is PYTHONPATH's first entry: the wrapper must add the script's folder, not put
+    it in that entry's place (a GPU machine's wheel install lost Opera there: no exception signed)."""
+    from opera.reproduce.verify import _environment, run_reproducer
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "opera_pythonpath_probe.py").write_text("VALUE = 7\n")
+    (tmp_path / "beside.py").write_text("NEAR = 3\n")
+    script = tmp_path / "repro.py"
+    script.write_text(
+        "import opera_pythonpath_probe, beside\n"
+        "print('sum', opera_pythonpath_probe.VALUE + beside.NEAR)\n"
+        "raise RuntimeError('boom')\n"
+    )
+    env = _environment() | {"PYTHONSAFEPATH": "1", "PYTHONPATH": str(lib)}
+    run = run_reproducer(script, "test-faults", 30.0, env=env)
+    assert "sum 10" in run.stdout, run.stderr
+    assert run.exit_code == 1
+    assert run.raised is not None and run.raised["exception"] == "RuntimeError: boom"

@@ -106,7 +106,12 @@ except Exception:
 if os.getppid() != int(parent):  # it died before prctl took effect
     os._exit(3)
 sys.argv = [script]
-sys.path[0] = os.path.dirname(os.path.abspath(script))
+# as `python script.py`: the script's folder first. -c put "" (the cwd) there, except under
+# PYTHONSAFEPATH, where sys.path[0] is PYTHONPATH's first entry: keep it
+if sys.path and sys.path[0] == "":
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+else:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
 with open(script, encoding="utf-8") as fh:
     source = fh.read()
 for line in re.findall(r"^(?:import|from) +([\w., ]+?)(?: import .*)?$", source, re.M):
