@@ -151,6 +151,62 @@ def test_indices_of_tied_values_are_undefined_only_there() -> None:
     assert find_undefined(config.undefined, "torch.topk", {}, distinct, reference) is None
 
 
+def _svd_case(api: str, full: bool = False) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    import torch
+
+    a = torch.from_numpy(np.random.default_rng(3).standard_normal((2, 5, 3)).astype(np.float32))
+    if api == "torch.svd":
+        u, s, v = torch.svd(a, some=not full)
+    else:
+        u, s, v = torch.linalg.svd(a, full_matrices=full)
+    return {"input_0": a.numpy()}, [u.numpy(), s.numpy(), v.numpy()]
+
+
+@pytest.mark.parametrize("api", ["torch.svd", "torch.linalg.svd"])
+def test_singular_vectors_are_compared_up_to_a_paired_sign(api: str) -> None:
+    """torch.linalg.svd: 'different hardware and software may compute different singular vectors'
+    (multiplying a pair u_k, v_k by -1): the GPU machine's inductor-torch-cuda returned such a pair
+    for torch.svd (73a7705b19528c456f65, distance 1.4). A flipped pair is the same decomposition;
+    a vector flipped alone, or a wrong vector, is not. The completion columns of full matrices are
+    any basis."""
+    config = load_oracle_config()
+    inputs, reference = _svd_case(api, full=True)
+    found = find_undefined(config.undefined, api, {}, inputs, reference)
+    assert found is not None and not found.whole and "not unique" in found.reason
+    v_axis = -2 if api == "torch.svd" else -1
+    flip = np.array([-1.0, 1.0, -1.0], np.float32)
+    u = reference[0].copy()
+    u[..., :, :3] *= flip  # U is 5x5: columns 3, 4 complete the basis
+    u[..., :, 3:] = np.random.default_rng(1).standard_normal(u[..., :, 3:].shape)  # another completion
+    v = reference[2] * (flip[None, :] if v_axis == -2 else flip[:, None])
+    aligned = mask_undefined(reference, [u, reference[1], v], found)
+    assert all(np.allclose(a, r, atol=1e-6) for a, r in zip(aligned, reference, strict=True))
+    unpaired = [u, reference[1], reference[2]]  # U flipped, V not: U S V^T is another matrix
+    assert not np.allclose(mask_undefined(reference, unpaired, found)[2], reference[2], atol=1e-3)
+    wrong = [np.roll(reference[0], 1, axis=-1), reference[1], reference[2]]  # vectors in another order
+    assert not np.allclose(mask_undefined(reference, wrong, found)[0], reference[0], atol=1e-3)
+
+
+def test_eigenvectors_of_a_repeated_eigenvalue_are_undefined_and_the_mode_index_of_a_tie() -> None:
+    """torch.linalg.eigh: any basis of a repeated eigenvalue's space; torch.mode: 'the index
+    location of each mode value found' (a mode occurs more than once: which is not said)."""
+    config = load_oracle_config()
+    a = np.diag(np.array([2.0, 2.0, 5.0], np.float32))
+    values, vectors = np.linalg.eigh(a)
+    found = find_undefined(config.undefined, "torch.linalg.eigh", {}, {"input_0": a}, [values, vectors])
+    assert found is not None
+    assert found.masks[1].undefined.tolist() == [True, True, False]
+    rotated = vectors.copy()
+    rotated[:, :2] = vectors[:, :2] @ np.array([[0.6, -0.8], [0.8, 0.6]], np.float32)
+    rotated[:, 2] *= -1
+    assert np.allclose(mask_undefined([values, vectors], [values, rotated], found)[1], vectors)
+    x = np.array([[1.0, 4.0, 4.0, 2.0]], np.float32)
+    mode_ref = [np.array([4.0], np.float32), np.array([2], np.int64)]
+    found = find_undefined(config.undefined, "torch.mode", {"dim": -1}, {"input_0": x}, mode_ref)
+    assert found is not None and found.masks[1].tolist() == [True]
+    assert mask_undefined(mode_ref, [mode_ref[0], np.array([1], np.int64)], found)[1].tolist() == [2]
+
+
 # ---- class 11: a second reference ---------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CONDITIONS", "UndefinedRule", "Undefinedness", "find_undefined", "mask_undefined", "outside_domain"]
+__all__ = ["CONDITIONS", "SignFreeVectors", "UndefinedRule", "Undefinedness", "find_undefined", "mask_undefined", "outside_domain"]
 
 # One entry per output: True (all values undefined), False (all defined) or a boolean mask.
 OutputMasks = list[Any]
@@ -263,6 +263,60 @@ def _tied_indices(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     return masks
 
 
+@dataclass(frozen=True)
+class SignFreeVectors:
+    """An output of vectors each defined only up to its sign (singular vectors, eigenvectors, the
+    columns of Q): ``axis`` is the one the vector's entries run along (-2: columns, -1: rows);
+    ``undefined`` marks, per vector (the output's shape without ``axis``), those with no defined
+    direction at all; ``follows``: the output whose sign flips these share (a singular pair
+    u_k, v_k flips together), None for the output that decides them."""
+
+    axis: int
+    undefined: np.ndarray
+    follows: int | None = None
+
+
+def _vectors_up_to_sign(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """Outputs of vectors that the specification defines only up to sign (``vectors = [[output,
+    axis], ...]``, the first deciding the flips the others follow). Vectors past the input's
+    min(m, n) (a full_matrices / complete completion: any basis) are undefined, and so are those
+    whose value (``values_output``) is repeated, or zero with ``zero_undefined`` (any basis of
+    that subspace). Real outputs only (a complex vector's phase is another freedom)."""
+    data = next(iter(case.inputs.values()), None)
+    if data is None and case.args and hasattr(case.args[0], "shape"):
+        data = case.args[0]
+    if data is None or np.ndim(data) < 2:
+        return None
+    k = min(np.shape(data)[-2:])
+    values = None
+    if options.get("values_output") is not None and int(options["values_output"]) < len(case.reference):
+        values = np.asarray(case.reference[int(options["values_output"])], dtype=np.float64)
+    masks: OutputMasks = [False for _ in case.reference]
+    first: int | None = None
+    for output, axis in options.get("vectors", []):
+        if output >= len(case.reference):
+            return None
+        ref = np.asarray(case.reference[output])
+        if ref.dtype.kind not in "f" or ref.ndim < 2:
+            return None
+        axis = int(axis)
+        count = ref.shape[-1] if axis == -2 else ref.shape[-2]
+        undefined = np.zeros(ref.shape[:-2] + (count,), dtype=bool)
+        undefined[..., k:] = True
+        if values is not None and values.shape[:-1] == ref.shape[:-2]:
+            scale = np.max(np.abs(values), axis=-1, keepdims=True) if values.size else values
+            tol = 1e-4 * scale + np.finfo(ref.dtype).eps * max(np.shape(data)[-2:]) * scale
+            gaps = np.abs(values[..., :, None] - values[..., None, :]) <= tol[..., None]
+            repeated = gaps.sum(axis=-1) > 1
+            if options.get("zero_undefined"):
+                repeated = repeated | (np.abs(values) <= tol)
+            n = min(count, repeated.shape[-1])
+            undefined[..., :n] |= repeated[..., :n]
+        masks[output] = SignFreeVectors(axis, undefined, first)
+        first = output if first is None else first
+    return masks if first is not None else None
+
+
 CONDITIONS: dict[str, Condition] = {
     "always": _always,
     "float-to-int-out-of-range": _float_to_int_out_of_range,
@@ -275,6 +329,7 @@ CONDITIONS: dict[str, Condition] = {
     "kwarg-not-integer": _kwarg_not_integer,
     "tied-indices": _tied_indices,
     "ranks-differ": _ranks_differ,
+    "vectors-up-to-sign": _vectors_up_to_sign,
 }
 
 
@@ -322,10 +377,13 @@ def mask_undefined(
     """``actual`` with its undefined positions replaced by the reference's values (so a comparison
     judges only the defined ones). Outputs whose shapes differ are left alone (a shape is defined)."""
     out = []
-    for ref, act, mask in zip(reference, actual, found.masks, strict=False):
+    flips: dict[int, np.ndarray] = {}
+    for index, (ref, act, mask) in enumerate(zip(reference, actual, found.masks, strict=False)):
         ref_arr, act_arr = np.asarray(ref), np.asarray(act)
         if mask is False or ref_arr.shape != act_arr.shape:
             out.append(act_arr)
+        elif isinstance(mask, SignFreeVectors):
+            out.append(_aligned(ref_arr, act_arr, mask, index, flips))
         elif mask is True:
             out.append(ref_arr.astype(act_arr.dtype, copy=True) if ref_arr.dtype != act_arr.dtype else ref_arr.copy())
         else:
@@ -334,3 +392,21 @@ def mask_undefined(
             out.append(merged)
     out.extend(np.asarray(a) for a in actual[len(out) :])
     return out
+
+
+def _aligned(ref: np.ndarray, act: np.ndarray, mask: SignFreeVectors, index: int, flips: dict[int, np.ndarray]) -> np.ndarray:
+    """``act`` with each vector's sign turned to the reference's (or to the flips of the output it
+    follows) and its undefined vectors replaced by the reference's."""
+    along = ref.ndim + mask.axis  # the entries' axis
+    dots = np.sum(ref.astype(np.float64) * act.astype(np.float64), axis=along)
+    own = np.where(dots < 0, -1.0, 1.0)
+    if mask.follows is not None and mask.follows in flips:
+        decided = flips[mask.follows]
+        n = min(own.shape[-1], decided.shape[-1])
+        own = own.copy()
+        own[..., :n] = decided[..., :n]
+    flips[index] = own
+    merged = act * np.expand_dims(own, along).astype(act.dtype)
+    undefined = np.broadcast_to(np.expand_dims(mask.undefined, along), ref.shape)
+    merged[undefined] = ref[undefined].astype(act.dtype)
+    return merged

@@ -123,7 +123,11 @@ class InductorTarget(Target):
             return exported_program(built), list(built.inputs), TORCH_LOAD + "model = program.module()\n" + run
         load = TORCH_LOAD.replace("program = torch.export.load(io.BytesIO(ARTIFACT))", EAGER_LOAD)
         if device != "cpu":
-            run = "model = model.to(" + repr(device) + ")\n" + run
+            run = (
+                f"model = model.to({device!r})\n"
+                f"spec['kwargs'] = {{k: ({device!r} if k == 'device' and str(v) == 'cpu' else v) for k, v in spec['kwargs'].items()}}"
+                "  # as Opera: the call creates its tensors on the target's device\n"
+            ) + run
         return eager, list(built.inputs), load + run
 
 
@@ -136,7 +140,7 @@ class InductorTarget(Target):
                 inductor_graph_caches_off()
         model = built.model
         if self.device != "cpu" and hasattr(model, "to"):
-            model = copy.deepcopy(model).to(self.device)  # .to() is in place: keep the CPU reference intact
+            model = placed_on(model, self.device)
         args = tuple(x.to(self.device) if isinstance(x, torch.Tensor) else x for x in torch_inputs(built))
         fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)
         return CompiledCall(fn, args, self.device)
@@ -233,6 +237,19 @@ def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+def placed_on(model: Any, device: str) -> Any:
+    """A copy of ``model`` on ``device`` (``.to()`` is in place: the CPU reference stays intact),
+    with a ``device="cpu"`` keyword of the call (``torch.logspace(..., device="cpu")``, as the CPU
+    test suite wrote it) pointed at ``device`` too: what a user moving the test to a GPU writes.
+    Left as it was, the compiled graph mixes devices and Dynamo rejects it ("Unhandled FakeTensor
+    Device Propagation ... found two different devices cuda:0, cpu"), a failure of the harness."""
+    moved = copy.deepcopy(model).to(device)
+    kwargs = getattr(moved, "_kwargs_template", None)
+    if isinstance(kwargs, dict) and "device" in kwargs and str(kwargs["device"]) == "cpu":
+        moved._kwargs_template = {**kwargs, "device": device}
+    return moved
+
+
 register_target(InductorTarget)
 
 
@@ -241,3 +258,23 @@ class InductorCudaTarget(InductorTarget):
     name = "inductor-torch-cuda"
     needs_gpu = True
     device = "cuda"
+
+    def unimplemented_feature(self, built: SingleOpModel) -> str | None:
+        """torch itself has no kernel for the call on this device (``"addmm_cuda" not implemented for
+        'Long'``, cuDNN without int64 convolutions): eager torch on the device fails as well, so
+        the compiled model's failure is no compiler bug but a test the CPU suite never meant for
+        this device. Only asked after a failure; the eager call runs on the test's own inputs."""
+        import torch
+
+        model = built.model
+        if not isinstance(model, torch.nn.Module):
+            return None
+        try:
+            moved = placed_on(model, self.device)
+            args = tuple(x.to(self.device) if isinstance(x, torch.Tensor) else x for x in torch_inputs(built))
+            with torch.no_grad():
+                moved(*args)
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+            return f"torch has no {self.device} kernel for this call: eager torch on {self.device} fails too ({text[0][:200] if text else ''})"
+        return None

@@ -1,0 +1,52 @@
+"""The GPU target ``inductor-torch-cuda`` on instances of the shipped corpus that the first run on a
+GPU machine (an H100, torch 2.11 + CUDA 13; docs/results.md, "inductor-torch-cuda") misjudged.
+
+Where there is no CUDA device the verdict tests skip (``verdict_in_process``); ``placed_on`` is
+checked everywhere on torch's ``meta`` device, which moves the same way a GPU does.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _run_fixtures import verdict_in_process
+from test_verdicts_gaps_library import _by_id
+
+from opera.outcomes import Outcome
+from opera.run.execution import WorkerState
+from opera.run.targets.inductor import placed_on
+from opera.templates import get_template
+
+LOGSPACE_ON_CPU = "a0f0b27b23436cfe90da"  # torch.logspace(0, x, 2, 1.1, device="cpu", dtype=torch.float32)
+
+
+def test_a_call_that_names_the_cpu_creates_its_tensors_on_the_targets_device() -> None:
+    """The CPU suite's torch.logspace(..., device="cpu"): moved to a GPU as written, the compiled
+    graph mixed devices and Dynamo refused it (16 crashes, one signature, all the harness's)."""
+    built = get_template("torch").build(_by_id("torch", LOGSPACE_ON_CPU), 0)
+    assert str(built.model._kwargs_template["device"]) == "cpu"
+    moved = placed_on(built.model, "meta")
+    assert moved._kwargs_template["device"] == "meta"
+    inputs = [torch.from_numpy(x).to("meta") for x in built.inputs]
+    assert moved(*inputs).device.type == "meta"
+    assert str(built.model._kwargs_template["device"]) == "cpu"  # the reference's model is untouched
+    assert built.model(*[torch.from_numpy(x) for x in built.inputs]).device.type == "cpu"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("instance_id", "outcome", "words"),
+    [
+        # cuDNN has no int64 convolution and "addmm_cuda" no Long: torch itself cannot run them there
+        ("31fdd8b48fbbb1a22d4b", Outcome.UNSUPPORTED, "eager torch on cuda fails too"),
+        ("766fa24a00b20795a60b", Outcome.UNSUPPORTED, "eager torch on cuda fails too"),
+        # the device keyword follows the target's device
+        (LOGSPACE_ON_CPU, Outcome.PASS, ""),
+        # torch.svd on CUDA flips singular pairs: the same decomposition
+        ("73a7705b19528c456f65", Outcome.UNDEFINED, "not unique"),
+    ],
+)
+def test_gpu_verdicts(state: WorkerState, instance_id: str, outcome: Outcome, words: str) -> None:
+    result = verdict_in_process(state, _by_id("torch", instance_id), "inductor-torch-cuda")
+    assert result.outcome is outcome, (result.outcome, result.message[-600:])
+    assert words in result.message
