@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from opera.run.targets._onnx_versions import newer_features, newest_version_types, widened_domain
+from opera.run.targets._onnx_versions import newer_features, newest_version_types, split_type_params, widened_domain
 
 
 def _model(op: str, elem: int, opset: int, n_inputs: int = 1, **attrs: object) -> onnx.ModelProto:
@@ -63,3 +63,16 @@ def test_what_a_schema_version_newly_defines_beyond_its_types_is_named() -> None
     assert widened_domain(_model("Mod", TensorProto.FLOAT, 28, 2, fmod=1), implemented=10) is None
     assert widened_domain(_model("Mod", TensorProto.FLOAT, 28, 2), implemented=28) is None
 
+
+
+def test_inputs_a_newer_schema_types_apart_are_named_when_fed_different_types() -> None:
+    """Sample 12: Pow(int32 base, float32 exponent) at opset 15 (test_pow_types_int32_float32):
+    Pow-12 gave the exponent its own type T1, TVM's only Pow converter is _impl_v7, where base and
+    exponent share T ("Binary operators must have the same datatype"). Same types, or a converter
+    as new as the split, are not named."""
+    mixed = _model("Pow", TensorProto.INT32, 15, 2)
+    mixed.graph.input[1].type.tensor_type.elem_type = TensorProto.FLOAT
+    named = split_type_params(mixed, implemented=7)
+    assert named is not None and "Pow-15 types them apart (T, T1)" in named and "Pow-7 ties them (T)" in named
+    assert split_type_params(_model("Pow", TensorProto.FLOAT, 15, 2), implemented=7) is None
+    assert split_type_params(mixed, implemented=15) is None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["newer_features", "newest_version_types", "widened_domain"]
+__all__ = ["newer_features", "newest_version_types", "split_type_params", "widened_domain"]
 
 
 def _schema(node: Any, version: int) -> Any:
@@ -132,6 +132,37 @@ def newest_version_types(model: Any, implemented: int) -> str | None:
         f"{', '.join(sorted(set(new)))} came with {node.op_type}-{current.since_version} "
         f"({node.op_type}-{before.since_version} does not allow it)"
     )
+
+
+def split_type_params(model: Any, implemented: int) -> str | None:
+    """Inputs that the converter's schema version ties to one type parameter and the model's own
+    version gives each its own, fed different types: e.g. Pow-7's base and exponent are both ``T``,
+    Pow-12 made the exponent ``T1``, so Pow(int32, float32) is valid at opset 15 while a converter
+    of Pow-7 has no path for two types (TVM: "Binary operators must have the same datatype").
+    None otherwise."""
+    selected = _selected(model)
+    older = _schema(model.graph.node[0], implemented)
+    if selected is None or older is None:
+        return None
+    node, current = selected
+    if older.since_version >= current.since_version:
+        return None
+    types = _value_types(model)
+    fed = [(k, name) for k, name in enumerate(node.input) if name and name in types]
+    for a, (i, name_i) in enumerate(fed):
+        for j, name_j in fed[a + 1 :]:
+            if i >= len(older.inputs) or j >= len(older.inputs) or i >= len(current.inputs) or j >= len(current.inputs):
+                continue
+            tied_then = older.inputs[i].type_str == older.inputs[j].type_str
+            split_now = current.inputs[i].type_str != current.inputs[j].type_str
+            if tied_then and split_now and types[name_i] != types[name_j]:
+                return (
+                    f"{current.inputs[i].name} {_type_string(types[name_i])} with {current.inputs[j].name} "
+                    f"{_type_string(types[name_j])}: {node.op_type}-{current.since_version} types them apart "
+                    f"({current.inputs[i].type_str}, {current.inputs[j].type_str}), {node.op_type}-"
+                    f"{older.since_version} ties them ({older.inputs[i].type_str})"
+                )
+    return None
 
 
 def _float_mod(node: Any, types: dict[str, int]) -> bool:

@@ -33,7 +33,7 @@ from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
-from opera.run.targets._onnx_versions import newer_features, newest_version_types, widened_domain
+from opera.run.targets._onnx_versions import newer_features, newest_version_types, split_type_params, widened_domain
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -433,6 +433,7 @@ class TvmOnnxTarget(_TvmTarget):
         newer = (
             newer_features(built.model, chosen)
             or newest_version_types(built.model, chosen)
+            or split_type_params(built.model, chosen)
             or widened_domain(built.model, chosen)
         )
         if newer:
