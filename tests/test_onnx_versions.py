@@ -6,7 +6,12 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from opera.run.targets._onnx_versions import newer_features, newest_version_types, split_type_params, widened_domain
+from opera.run.targets._onnx_versions import (
+    newer_features,
+    newest_version_types,
+    split_type_params,
+    widened_domain,
+)
 
 
 def _model(op: str, elem: int, opset: int, n_inputs: int = 1, **attrs: object) -> onnx.ModelProto:

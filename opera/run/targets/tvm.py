@@ -33,7 +33,12 @@ from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
-from opera.run.targets._onnx_versions import newer_features, newest_version_types, split_type_params, widened_domain
+from opera.run.targets._onnx_versions import (
+    newer_features,
+    newest_version_types,
+    split_type_params,
+    widened_domain,
+)
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
