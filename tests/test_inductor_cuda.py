@@ -31,6 +31,12 @@ def test_a_call_that_names_the_cpu_creates_its_tensors_on_the_targets_device() -
     assert moved(*inputs).device.type == "meta"
     assert str(built.model._kwargs_template["device"]) == "cpu"  # the reference's model is untouched
     assert built.model(*[torch.from_numpy(x) for x in built.inputs]).device.type == "cpu"
+    # the transforms rule wraps the call in a module of its own (a helper, a branch): the GPU run's
+    # `--oracle all` timed out there until the wrapped call's keyword moved too
+    from opera.run.rules.transforms import _wrap
+
+    wrapped = placed_on(_wrap(built.model, "helper"), "meta")
+    assert wrapped.inner._kwargs_template["device"] == "meta"
 
 
 @pytest.mark.slow

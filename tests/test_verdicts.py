@@ -205,6 +205,11 @@ def test_eigenvectors_of_a_repeated_eigenvalue_are_undefined_and_the_mode_index_
     found = find_undefined(config.undefined, "torch.mode", {"dim": -1}, {"input_0": x}, mode_ref)
     assert found is not None and found.masks[1].tolist() == [True]
     assert mask_undefined(mode_ref, [mode_ref[0], np.array([1], np.int64)], found)[1].tolist() == [2]
+    # torch.kthvalue on CUDA named another location of a repeated k-th value (48ed586d39ff529184e2)
+    kth = find_undefined(config.undefined, "torch.kthvalue", {}, {"input_0": x}, mode_ref)
+    assert kth is not None and "each element found" in kth.reason
+    distinct = {"input_0": np.array([[1.0, 4.0, 3.0, 2.0]], np.float32)}
+    assert find_undefined(config.undefined, "torch.kthvalue", {}, distinct, mode_ref) is None
 
 
 # ---- class 11: a second reference ---------------------------------------------------------------

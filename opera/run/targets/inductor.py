@@ -244,9 +244,10 @@ def placed_on(model: Any, device: str) -> Any:
     Left as it was, the compiled graph mixes devices and Dynamo rejects it ("Unhandled FakeTensor
     Device Propagation ... found two different devices cuda:0, cpu"), a failure of the harness."""
     moved = copy.deepcopy(model).to(device)
-    kwargs = getattr(moved, "_kwargs_template", None)
-    if isinstance(kwargs, dict) and "device" in kwargs and str(kwargs["device"]) == "cpu":
-        moved._kwargs_template = {**kwargs, "device": device}
+    for module in moved.modules() if hasattr(moved, "modules") else [moved]:  # a call wrapped by a rule too
+        kwargs = getattr(module, "_kwargs_template", None)
+        if isinstance(kwargs, dict) and "device" in kwargs and str(kwargs["device"]) == "cpu":
+            module._kwargs_template = {**kwargs, "device": device}
     return moved
 
 
