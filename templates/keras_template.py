@@ -264,6 +264,42 @@ class KerasTemplate(Template):
         except Exception:
             return None
 
+    def combine(self, parts: list[SingleOpModel]) -> SingleOpModel | None:
+        """One functional model calling every part's model (in inference mode, as the converters
+        trace each alone) on inputs of its own, named ``part<k>_input_<j>`` so that the TFLite and
+        OpenVINO conversions can still map them; outputs flattened in part order. None where a
+        part cannot be called on fresh inputs (the batch's tests then run alone)."""
+        import keras
+
+        if len(parts) < 2 or not all(all(isinstance(x, np.ndarray) for x in p.inputs) for p in parts):
+            return None
+        symbols: list[Any] = []
+        names: list[str] = []
+        outputs: list[Any] = []
+        try:
+            for k, part in enumerate(parts):
+                fresh = []
+                for j, array in enumerate(part.inputs):
+                    name = f"part{k}_input_{j}"
+                    dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
+                    fresh.append(keras.Input(batch_shape=array.shape, dtype=dtype, name=name))
+                    names.append(name)
+                called = _flatten(part.model(fresh, training=False))
+                if len(called) != len(part.model.outputs):
+                    return None
+                outputs.extend(called)
+                symbols.extend(fresh)
+            model = keras.Model(inputs=symbols, outputs=outputs)
+        except Exception:
+            return None
+        return SingleOpModel(
+            parts[0].instance,
+            model,
+            [x for p in parts for x in p.inputs],
+            input_names=names,
+            details={"combined": len(parts), "parts": [p.instance for p in parts]},
+        )
+
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:
         """The model in inference mode, run as the ``tf.function`` graph the converters consume."""
         import keras

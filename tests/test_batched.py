@@ -166,3 +166,38 @@ def test_the_stores_earlier_runs_send_their_failing_operators_alone(tmp_path, ca
         assert known_failing_operators(opened, 2, ["test-faults"]) == (("test-faults", operator_name(tests[0].api)),)
         assert known_failing_operators(opened, 1, ["test-faults"]) == ()  # nothing before the first run
         assert known_failing_operators(opened, 2, ["test-wrong"]) == ()  # per target
+
+
+def _keras_slice(n: int) -> list[OperatorInstance]:
+    from opera.corpus import CorpusReader
+
+    corpus = Path(__file__).resolve().parents[1] / "harvested" / "keras.jsonl.gz"
+    return [inst for inst, _ in zip((i for i in CorpusReader([corpus]) if i.valid), range(n), strict=False)]
+
+
+def test_keras_parts_combine_into_one_model_computing_each_part() -> None:
+    """KerasTemplate.combine: each part's model called on inputs of its own; the combined model's
+    outputs are the parts' own, in order (tvm-keras batches, issue 16)."""
+    template = get_template("keras")
+    parts = [template.build(inst, 0) for inst in _keras_slice(6)]
+    combined = template.combine(parts)
+    assert combined is not None and len(combined.inputs) == sum(len(p.inputs) for p in parts)
+    assert combined.input_names == [f"part{k}_input_{j}" for k, p in enumerate(parts) for j in range(len(p.inputs))]
+    outputs = template.reference(combined)
+    expected = [out for part in parts for out in template.reference(part)]
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected, strict=True):
+        assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.slow
+def test_tvm_keras_gives_the_same_verdicts_batched(tmp_path, capsys) -> None:
+    """One TFLite conversion and one TVM build for up to 8 Keras tests: every verdict, stage and
+    signature is the single run's (real instances of the shipped corpus, passing and failing)."""
+    corpus = write(tmp_path / "k.jsonl", _keras_slice(14))
+    _run(corpus, tmp_path / "alone.db", ["tvm-keras"], 1, capsys)
+    batched = _run(corpus, tmp_path / "batched.db", ["tvm-keras"], 8, capsys)
+    assert _verdicts(tmp_path / "alone.db") == _verdicts(tmp_path / "batched.db")
+    assert "passed in batches of up to 8 (tvm-keras)" in batched
+    decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+    assert decided >= 4

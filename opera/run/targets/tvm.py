@@ -491,6 +491,8 @@ def _onnx_opset(model: Any) -> int | None:
 
 @register_target
 class TvmKerasTarget(_TvmTarget):
+    # one TFLite conversion and one TVM build for many Keras tests (KerasTemplate.combine)
+    batchable = True
     name = "tvm-keras"
     library = "keras"
     requires = ("tvm", "tvm.relax", "tflite", "tensorflow", "keras")
