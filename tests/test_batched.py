@@ -201,3 +201,17 @@ def test_tvm_keras_gives_the_same_verdicts_batched(tmp_path, capsys) -> None:
     assert "passed in batches of up to 8 (tvm-keras)" in batched
     decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
     assert decided >= 4
+
+
+def test_tvm_keras_blames_the_parts_of_the_type_its_tflite_frontend_cannot_decode() -> None:
+    """TVM's TFLite frontend names an unknown tensor type only by its code ("KeyError: 10" is
+    FLOAT64, "16" UINT16): the batch's parts of that dtype run alone at once, instead of the batch
+    being halved down to them (the first Keras batches halved three or four times)."""
+    from opera.run.targets import get_target
+
+    target = get_target("tvm-keras")
+    f64, u16, f32 = np.zeros(2, np.float64), np.zeros(2, np.uint16), np.zeros(2, np.float32)
+    assert target.batch_blames(None, [f32, f64], "KeyError: 10")
+    assert target.batch_blames(None, [u16], "Traceback ... KeyError: 16")
+    assert not target.batch_blames(None, [f32], "KeyError: 10")
+    assert not target.batch_blames(None, [f64], "TypeError: a bytes-like object is required")

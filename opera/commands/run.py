@@ -102,7 +102,8 @@ def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) 
         type=int,
         default=_DEFAULTS.batch,
         metavar="K",
-        help="compile up to K tests of a batchable target (tvm-torch, ov-torch, inductor-torch) as one model; only passes are "
+        help="compile up to K tests of a batchable target (tvm-torch, ov-torch, inductor-torch, tvm-keras: it pays only "
+        "where most tests pass, docs/results.md) as one model; only passes are "
         "decided in a batch, every other test runs alone, so verdicts are those of single runs (local executor; "
         f"default {_DEFAULTS.batch}: every test alone)",
     )

@@ -164,6 +164,11 @@ def _blames(target: Any, part: _Part, failure: str) -> bool:
     ``'<op>.`` or ``aten::<op>`` in the message, as the frontends name what they cannot convert),
     a rare dtype of its inputs (``torch.complex64``), or can its program not even be made (the
     export fails)? Cheap attribution before halving; a part wrongly blamed only runs alone."""
+    try:  # the target's own words (TVM's TFLite frontend: "KeyError: 10", the type code of float64)
+        if target.batch_blames(part.built, [*part.pristine, *part.reference], failure):
+            return True
+    except Exception:
+        pass
     for value in part.pristine:  # a dtype the frontend names ("input_type torch.complex64 is not handled")
         dtype = np.asarray(value).dtype.name
         if dtype not in ("float32", "int64", "bool") and f"torch.{dtype}" in failure:

@@ -178,6 +178,12 @@ class Target(abc.ABC):
         only differences are there is a coverage gap; the other outputs are still judged."""
         return None
 
+    def batch_blames(self, built: SingleOpModel, arrays: list[np.ndarray], failure: str) -> bool:
+        """Does the failure of a batch (``opera run --batch``) name this part, in words only this
+        target's frontend uses (``arrays``: the part's inputs and reference outputs)? A part
+        blamed runs alone at once instead of halving the batch down to it. Default: no."""
+        return False
+
     def compile_variant(self, converted: Any, variant: str) -> Any:
         """``converted`` compiled another way that must give the outputs ``compile`` gives, for
         ``run``: ``"optlevel"`` (another optimization level: optimizations off, or on where the default has them off) or

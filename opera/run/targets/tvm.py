@@ -528,6 +528,19 @@ class TvmKerasTarget(_TvmTarget):
             return f"TFLite option(s) {', '.join(unread)} never read by TVM's TFLite frontend"
         return None
 
+    def batch_blames(self, built: SingleOpModel, arrays: list[np.ndarray], failure: str) -> bool:
+        """TVM's TFLite frontend fails on a tensor type it has no entry for with the bare type code
+        (``KeyError: 10``: FLOAT64, ``16``: UINT16, from ``_decode_type``): the parts using that
+        dtype are the ones to blame."""
+        import re
+
+        import tflite
+
+        names = {v: k.lower() for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
+        codes = {int(c) for c in re.findall(r"KeyError: (\d+)", failure)}
+        wanted = {names[c] for c in codes if c in names}
+        return any(np.asarray(a).dtype.name in wanted for a in arrays)
+
     def converter_name(self, built: SingleOpModel) -> str | None:
         """The TFLite builtin operators of the flatbuffer (TVM's TFLite frontend converts per op)."""
         import tflite
