@@ -102,7 +102,9 @@ class Target(abc.ABC):
     - ``unimplemented_feature(built)``: a feature the frontend's own code shows it does not
       implement (a failure on it is ``unsupported``, not a bug);
     - ``compile_variant(converted, variant)``: the converted model compiled another way that must
-      compute the same outputs (the metamorphic rules of ``opera.run.rules``: ``optlevel``, ``reload``).
+      compute the same outputs (the metamorphic rules of ``opera.run.rules``: ``optlevel``, ``reload``);
+    - ``batch_blames(built, arrays, failure)``: whether a failed batch's message names this part in
+      the frontend's own words (``opera run --batch``).
     """
 
     name: str = ""  # e.g. "tvm-onnx"
