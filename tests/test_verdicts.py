@@ -212,6 +212,19 @@ def test_eigenvectors_of_a_repeated_eigenvalue_are_undefined_and_the_mode_index_
     assert find_undefined(config.undefined, "torch.kthvalue", {}, distinct, mode_ref) is None
 
 
+def test_a_rule_limited_to_argument_values_holds_only_there() -> None:
+    """only_if: vector_norm's NaN is undefined for ord=+-inf (max/min of abs(x), sample 14) and not
+    for ord=2, whose NaN the arithmetic defines; ord passed by keyword or in its positional slot."""
+    config = load_oracle_config()
+    x = {"input_0": np.array([1.0, np.nan, -3.0], np.float32)}
+    ref = [np.array(np.nan, np.float32)]
+    api = "torch.linalg.vector_norm"
+    assert find_undefined(config.undefined, api, {}, x, ref, args=(x["input_0"], -np.inf)) is not None
+    assert find_undefined(config.undefined, api, {"ord": np.inf}, x, ref) is not None
+    assert find_undefined(config.undefined, api, {}, x, ref, args=(x["input_0"], 2.0)) is None
+    assert find_undefined(config.undefined, api, {}, x, ref, args=(x["input_0"],)) is None  # ord=2 by default
+
+
 # ---- class 11: a second reference ---------------------------------------------------------------
 
 

@@ -282,3 +282,19 @@ def test_sample_10_classes(target: str, library: str, instance_id: str, outcome:
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
 
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "instance_id", "outcome", "words"),
+    [
+        # a complex64 graph input: OpenVINO has no complex element type ("m_element_type.is_static()")
+        ("ov-torch", "774822c4381c54c962b2", Outcome.UNSUPPORTED, "OpenVINO has no complex element type"),
+        # vector_norm(ord=-inf) of an input holding NaN: min(abs(x)) has no NaN rule in torch's docs
+        ("ov-torch", "5031c68aa141b2033647", Outcome.UNDEFINED, "no rule for how a NaN propagates"),
+    ],
+)
+def test_sample_14_classes(target: str, instance_id: str, outcome: Outcome, words: str, state) -> None:
+    result = verdict_in_process(state, _by_id("torch", instance_id), target)
+    assert result.outcome is outcome, (result.outcome, result.message[-400:])
+    assert words in result.message, result.message

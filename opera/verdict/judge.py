@@ -335,7 +335,7 @@ def judge_undefined_values(
     values are defined, as the reference oracle does."""
     inst = built.instance
     names = dict(zip(_names(built, pristine), pristine, strict=True))
-    return find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst))
+    return find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=tuple(inst.args))
 
 
 def _opset(inst: Any) -> int | None:

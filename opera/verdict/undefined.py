@@ -60,6 +60,29 @@ class UndefinedRule:
             return False
         return any(p.search(api) for p in self.apis)
 
+    def arguments_match(self, kwargs: dict[str, Any], args: Sequence[Any]) -> bool:
+        """``only_if = {name = [values]}``: the rule holds only where each named argument (a
+        keyword, or the positional slot ``positions`` gives it) is one of the values, e.g. a norm's
+        ``ord`` of +-inf (TOML writes ``inf``). No ``only_if``: always."""
+        for name, allowed in dict(self.options.get("only_if", {})).items():
+            if name in kwargs:
+                value = kwargs[name]
+            else:
+                position = dict(self.options.get("positions", {})).get(name)
+                if position is None or position >= len(args):
+                    return False
+                value = args[position]
+            if isinstance(value, bool) or not any(_same(value, a) for a in allowed):
+                return False
+        return True
+
+
+def _same(value: Any, allowed: Any) -> bool:
+    try:
+        return bool(value == allowed)
+    except Exception:  # an array compared with a number
+        return False
+
 
 @dataclass(frozen=True)
 class Undefinedness:
@@ -347,7 +370,7 @@ def find_undefined(
     this test, as masks; None if none does."""
     case = _Case(api, kwargs, inputs, reference, opset, tuple(args))
     for rule in rules:
-        if rule.kind != kind or not rule.applies_to(api, opset):
+        if rule.kind != kind or not rule.applies_to(api, opset) or not rule.arguments_match(kwargs, case.args):
             continue
         masks = CONDITIONS[rule.when](case, rule.options)
         if masks is not None:

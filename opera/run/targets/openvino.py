@@ -114,7 +114,12 @@ class _OvTarget(Target):
         """An integer input holding values outside int32: the CPU plugin's primitives compute
         integers in i32 only (OpenVINO docs, CPU Device, "Supported inference data types": integer
         data types: i32), so an int64/uint64/uint32 value past int32 wraps (Min(3, 2**63-1) gives
-        -1). A documented coverage gap, not a bug."""
+        -1). A documented coverage gap, not a bug. And a complex input: OpenVINO has no complex
+        element type (``ov.Type``; the torch frontend emulates complex only inside a graph), so a
+        complex graph input comes out with a dynamic element type and inference refuses it."""
+        for k, value in enumerate(built.inputs):
+            if isinstance(value, np.ndarray) and value.dtype.kind == "c":
+                return f"input {k} is {value.dtype.name}: OpenVINO has no complex element type for a model's inputs"
         for k, value in enumerate(built.inputs):
             if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.dtype.itemsize < 4 or not value.size:
                 continue
