@@ -292,6 +292,8 @@ def test_sample_10_classes(target: str, library: str, instance_id: str, outcome:
         ("ov-torch", "774822c4381c54c962b2", Outcome.UNSUPPORTED, "OpenVINO has no complex element type"),
         # vector_norm(ord=-inf) of an input holding NaN: min(abs(x)) has no NaN rule in torch's docs
         ("ov-torch", "5031c68aa141b2033647", Outcome.UNDEFINED, "no rule for how a NaN propagates"),
+        # index_put with a boolean mask: Relax's IndexPut refuses it ("requires ... integer dtype")
+        ("tvm-torch", "dc00b0bcfd8b73840907", Outcome.UNSUPPORTED, "has dtype=T.bool"),
     ],
 )
 def test_sample_14_classes(target: str, instance_id: str, outcome: Outcome, words: str, state) -> None:

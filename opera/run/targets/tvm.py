@@ -285,6 +285,9 @@ class TvmTorchTarget(_TvmTarget):
         # converter casts only for sqrt/rsqrt, and the Relax op rejects the integer tensor ("relax.log
         # requires the input tensor to have float dtype. However, the given input dtype is T.int64")
         r"requires the input tensor to have float dtype\. However, the given input dtype is T\.u?int",
+        # a boolean mask as an index_put index (torch documents "indices (tuple of LongTensor)"; a
+        # mask is `x[mask] = v`'s spelling): Relax's IndexPut refuses it in its own words (sample 14)
+        r"IndexPut requires each index tensor to have integer dtype\. However, index tensor \d+ has dtype=T\.bool",
     )
 
     def unimplemented_feature(self, built: SingleOpModel) -> str | None:
