@@ -122,8 +122,6 @@ class _Placeholders:
         return isinstance(value, float)
 
     def substitute(self, value: Any) -> Any:
-        import keras
-
         if _is_tensor(value) or self._promoted(value):
             array = np.asarray(_concrete(value) if _is_tensor(value) else value)
             if _is_python_float(value):
@@ -131,8 +129,7 @@ class _Placeholders:
             if self.widen and _is_float(array):
                 array = array.astype(np.float64)
             name = f"input_{len(self.symbols)}"
-            dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
-            symbol = keras.Input(batch_shape=array.shape, dtype=dtype, name=name)
+            symbol = _input_symbol(array, name)
             self.symbols.append(symbol)
             self.arrays.append(array)
             self.names.append(name)
@@ -144,6 +141,14 @@ class _Placeholders:
         if isinstance(value, dict):
             return {k: self.substitute(v) for k, v in value.items()}
         return _to_library(value)
+
+
+def _input_symbol(array: np.ndarray, name: str) -> Any:
+    """A ``keras.Input`` of ``array``'s exact shape and dtype."""
+    import keras
+
+    dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
+    return keras.Input(batch_shape=array.shape, dtype=dtype, name=name)
 
 
 def _is_python_float(value: Any) -> bool:
@@ -278,12 +283,9 @@ class KerasTemplate(Template):
         outputs: list[Any] = []
         try:
             for k, part in enumerate(parts):
-                fresh = []
-                for j, array in enumerate(part.inputs):
-                    name = f"part{k}_input_{j}"
-                    dtype = "bool" if array.dtype == np.bool_ else str(array.dtype)
-                    fresh.append(keras.Input(batch_shape=array.shape, dtype=dtype, name=name))
-                    names.append(name)
+                own = [f"part{k}_input_{j}" for j in range(len(part.inputs))]
+                fresh = [_input_symbol(array, name) for array, name in zip(part.inputs, own, strict=True)]
+                names.extend(own)
                 called = _flatten(part.model(fresh, training=False))
                 if len(called) != len(part.model.outputs):
                     return None
@@ -297,7 +299,7 @@ class KerasTemplate(Template):
             model,
             [x for p in parts for x in p.inputs],
             input_names=names,
-            details={"combined": len(parts), "parts": [p.instance for p in parts]},
+            details={"combined": len(parts)},
         )
 
     def reference(self, built: SingleOpModel) -> list[np.ndarray]:

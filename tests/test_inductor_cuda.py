@@ -7,6 +7,7 @@ checked everywhere on torch's ``meta`` device, which moves the same way a GPU do
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from _run_fixtures import verdict_in_process
@@ -37,6 +38,32 @@ def test_a_call_that_names_the_cpu_creates_its_tensors_on_the_targets_device() -
 
     wrapped = placed_on(_wrap(built.model, "helper"), "meta")
     assert wrapped.inner._kwargs_template["device"] == "meta"
+
+
+def test_the_reproducer_moves_the_call_to_the_device_as_the_target_does(tmp_path, monkeypatch) -> None:
+    """The GPU target's reproducer script runs the same call: the model and the call's device
+    keyword on the device. Checked on ``meta`` with torch.compile made the identity (Inductor has no
+    meta backend): the script's result is a meta tensor, and a CPU one without the keyword's move."""
+
+    from opera.outcomes import Outcome as O
+    from opera.outcomes import Stage, TestResult
+    from opera.reproduce.write import write_reproducer
+    from opera.run.targets.inductor import InductorCudaTarget
+
+    class OnMeta(InductorCudaTarget):
+        device = "meta"
+
+    inst = _by_id("torch", LOGSPACE_ON_CPU)
+    built = get_template("torch").build(inst, 0)
+    result = TestResult(instance_id=inst.id, api=inst.api, target="inductor-torch-cuda", outcome=O.CRASH, stage=Stage.COMPILE, signature="crash:x", message="x")
+    script = write_reproducer(inst, OnMeta(), result, tmp_path, built=built, reference=[np.zeros(2, np.float32)])
+    assert script is not None
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: model)
+    namespace: dict = {"__name__": "reproducer"}
+    with pytest.raises(NotImplementedError, match="meta"):  # a meta tensor's values cannot be read back
+        exec(compile(script.read_text(), str(script), "exec"), namespace)
+    assert namespace["result"].device.type == "meta"
+    assert namespace["spec"]["kwargs"]["device"] == "meta"
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """What the Inductor targets and their reproducer scripts share: switching Inductor's graph caches
-off, and reading a compiled call's outputs.
+off, pointing a call's ``device="cpu"`` at the target's device, and reading a compiled call's outputs.
 
 Standalone by contract (numpy; torch and ml_dtypes imported inside): reproducer scripts embed this
 file verbatim.
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["inductor_graph_caches", "inductor_graph_caches_off", "inductor_to_numpy"]
+__all__ = ["call_kwargs_on", "inductor_graph_caches", "inductor_graph_caches_off", "inductor_to_numpy"]
 
 
 # torch's own configuration flags of the caches that let a graph seen before skip code generation:
@@ -44,6 +44,16 @@ def inductor_graph_caches_off() -> None:
     still_on = [name for name, value in inductor_graph_caches().items() if value]
     if still_on:
         raise RuntimeError(f"Inductor graph caches still on (forced by the environment?): {', '.join(still_on)}")
+
+
+def call_kwargs_on(kwargs: dict[str, Any], device: str) -> dict[str, Any]:
+    """A call's keyword arguments with a ``device="cpu"`` (``torch.logspace(..., device="cpu")``,
+    as the CPU test suite wrote it) pointed at ``device``: what a user moving the test to a GPU
+    writes. Left as it was, the compiled graph mixes devices and Dynamo rejects it ("Unhandled
+    FakeTensor Device Propagation ... found two different devices cuda:0, cpu")."""
+    if "device" in kwargs and str(kwargs["device"]) == "cpu":
+        return {**kwargs, "device": device}
+    return kwargs
 
 
 def inductor_to_numpy(value: Any) -> np.ndarray:

@@ -28,7 +28,7 @@ from opera.outputs import flatten_outputs
 from opera.reproduce.steps import EAGER_LOAD, TORCH_LOAD, ReproducerSteps, eager_call, exported_program
 from opera.run.targets import NotApplicable, Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, torch_inputs
-from opera.run.targets._inductor_io import inductor_graph_caches_off, inductor_to_numpy
+from opera.run.targets._inductor_io import call_kwargs_on, inductor_graph_caches_off, inductor_to_numpy
 from opera.templates import SingleOpModel
 
 __all__ = ["InductorCudaTarget", "InductorTarget"]
@@ -108,8 +108,14 @@ class InductorTarget(Target):
 
         device = self.device
         eager = eager_call(built)
+        on_device = ""  # as Opera: the model, and its call's device keyword, on the target's device
+        if device != "cpu":
+            on_device = f"model = model.to({device!r})\n"
+            if eager is not None:
+                on_device += f"spec['kwargs'] = call_kwargs_on(spec['kwargs'], {device!r})\n"
         run = (
             embed(outputs, _inductor_io)
+            + on_device
             + f"args = tuple(_to_torch(x).to({device!r}) for x in INPUTS)\n"
             "torch._dynamo.reset()\n"
             "inductor_graph_caches_off()  # as Opera: a graph compiled before must not skip code generation\n"
@@ -122,12 +128,6 @@ class InductorTarget(Target):
         if eager is None:
             return exported_program(built), list(built.inputs), TORCH_LOAD + "model = program.module()\n" + run
         load = TORCH_LOAD.replace("program = torch.export.load(io.BytesIO(ARTIFACT))", EAGER_LOAD)
-        if device != "cpu":
-            run = (
-                f"model = model.to({device!r})\n"
-                f"spec['kwargs'] = {{k: ({device!r} if k == 'device' and str(v) == 'cpu' else v) for k, v in spec['kwargs'].items()}}"
-                "  # as Opera: the call creates its tensors on the target's device\n"
-            ) + run
         return eager, list(built.inputs), load + run
 
 
@@ -141,9 +141,8 @@ class InductorTarget(Target):
         model = built.model
         if self.device != "cpu" and hasattr(model, "to"):
             model = placed_on(model, self.device)
-        args = tuple(x.to(self.device) if isinstance(x, torch.Tensor) else x for x in torch_inputs(built))
         fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)
-        return CompiledCall(fn, args, self.device)
+        return CompiledCall(fn, _inputs_on(built, self.device), self.device)
 
     def compile_variant(self, converted: CompiledCall, variant: str) -> CompiledCall:
         """``optlevel``: the same call compiled again with Inductor's optimizations off
@@ -239,16 +238,20 @@ def _fresh(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def placed_on(model: Any, device: str) -> Any:
     """A copy of ``model`` on ``device`` (``.to()`` is in place: the CPU reference stays intact),
-    with a ``device="cpu"`` keyword of the call (``torch.logspace(..., device="cpu")``, as the CPU
-    test suite wrote it) pointed at ``device`` too: what a user moving the test to a GPU writes.
-    Left as it was, the compiled graph mixes devices and Dynamo rejects it ("Unhandled FakeTensor
-    Device Propagation ... found two different devices cuda:0, cpu"), a failure of the harness."""
+    its calls' ``device="cpu"`` keyword pointed at ``device`` too (``call_kwargs_on``), also for a
+    call a rule wrapped in a module of its own."""
     moved = copy.deepcopy(model).to(device)
-    for module in moved.modules() if hasattr(moved, "modules") else [moved]:  # a call wrapped by a rule too
+    for module in moved.modules() if hasattr(moved, "modules") else [moved]:
         kwargs = getattr(module, "_kwargs_template", None)
-        if isinstance(kwargs, dict) and "device" in kwargs and str(kwargs["device"]) == "cpu":
-            module._kwargs_template = {**kwargs, "device": device}
+        if isinstance(kwargs, dict):
+            module._kwargs_template = call_kwargs_on(kwargs, device)
     return moved
+
+
+def _inputs_on(built: SingleOpModel, device: str) -> tuple[Any, ...]:
+    import torch
+
+    return tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in torch_inputs(built))
 
 
 register_target(InductorTarget)
@@ -272,9 +275,8 @@ class InductorCudaTarget(InductorTarget):
             return None
         try:
             moved = placed_on(model, self.device)
-            args = tuple(x.to(self.device) if isinstance(x, torch.Tensor) else x for x in torch_inputs(built))
             with torch.no_grad():
-                moved(*args)
+                moved(*_inputs_on(built, self.device))
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}".strip().splitlines()
             return f"torch has no {self.device} kernel for this call: eager torch on {self.device} fails too ({text[0][:200] if text else ''})"
