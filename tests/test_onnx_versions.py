@@ -81,3 +81,26 @@ def test_inputs_a_newer_schema_types_apart_are_named_when_fed_different_types() 
     assert named is not None and "Pow-15 types them apart (T, T1)" in named and "Pow-7 ties them (T)" in named
     assert split_type_params(_model("Pow", TensorProto.FLOAT, 15, 2), implemented=7) is None
     assert split_type_params(mixed, implemented=15) is None
+
+
+def test_openvino_onnx_library_probe() -> None:
+    """What OpenVINO's ONNX frontend library holds (``_ov_onnx_binary``): attribute names its
+    converters read, and the newest opset whose schemas it embeds. A name it never holds is read by
+    no converter; a schema newer than that opset has no converter."""
+    import pytest
+
+    pytest.importorskip("openvino")
+    from opera.run.targets._converter_source import unnamed_attributes
+    from opera.run.targets._ov_onnx_binary import frontend_library, library_names, newest_known_opset
+
+    assert frontend_library(), "libopenvino_onnx_frontend not found in the openvino package"
+    # read by the Attention converter (attention.cpp) and by many others
+    assert library_names("softcap") and library_names("keepdims") and library_names("alpha")
+    assert not library_names("left_window_size")  # Attention-25's window (sample 14): never read
+    known = newest_known_opset()
+    assert known is not None and 18 <= known <= onnx.defs.onnx_opset_version()
+    # only non-default attributes the library never names are unread
+    attention = helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1, left_window_size=2, softcap=0.5)
+    assert unnamed_attributes(attention, 25, library_names) == ["left_window_size=2"]
+    at_default = helper.make_node("Attention", ["q", "k", "v"], ["y"], left_window_size=-1)
+    assert unnamed_attributes(at_default, 25, library_names) == []

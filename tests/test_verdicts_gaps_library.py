@@ -300,3 +300,19 @@ def test_sample_14_classes(target: str, instance_id: str, outcome: Outcome, word
     result = verdict_in_process(state, _by_id("torch", instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("instance_id", "words"),
+    [
+        # Celu-28 on float16: OpenVINO's frontend knows schemas up to an older opset (samples 8, 13)
+        ("b7f4fd5a26fe59ba73e5", "came with Celu-28"),
+        # Attention-25's sliding window: the attribute is named nowhere in the library (sample 14)
+        ("de4ced5b2914fe2fcb85", "left_window_size=2 named nowhere in OpenVINO's ONNX frontend library"),
+    ],
+)
+def test_what_openvinos_onnx_library_cannot_implement(instance_id: str, words: str, state) -> None:
+    result = verdict_in_process(state, _by_id("onnx", instance_id), "ov-onnx")
+    assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
+    assert words in result.message, result.message

@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["sub_byte_types", "unread_attributes", "unread_tflite_options"]
+__all__ = ["sub_byte_types", "unnamed_attributes", "unread_attributes", "unread_tflite_options"]
 
 
 # Attributes that change only values Opera never compares: a random operator's ``seed`` (its
@@ -54,16 +55,20 @@ def _default(op_type: str, opset: int | None, domain: str, name: str) -> tuple[b
 def unread_attributes(converter: type, node: Any, opset: int | None) -> list[str]:
     """``name=value`` for each attribute of the ONNX ``node`` set to a non-default value that the
     converter class's source never names (as a string literal). Empty when there is no source."""
-    import onnx
-
     source = _source_of(converter, converter.__module__)
     if not source:
         return []
+    return unnamed_attributes(node, opset, lambda name: re.search(rf"[\"']{re.escape(name)}[\"']", source) is not None)
+
+
+def unnamed_attributes(node: Any, opset: int | None, named: Callable[[str], bool]) -> list[str]:
+    """``name=value`` for each attribute of the ONNX ``node`` set to a non-default value for which
+    ``named(name)`` is false: a frontend that never names an attribute cannot read it."""
+    import onnx
+
     unread = []
     for attr in node.attribute:
-        if attr.name in _VALUES_ONLY:
-            continue
-        if re.search(rf"[\"']{re.escape(attr.name)}[\"']", source):
+        if attr.name in _VALUES_ONLY or named(attr.name):
             continue
         value = onnx.helper.get_attribute_value(attr)
         has_default, default = _default(node.op_type, opset, node.domain or "", attr.name)

@@ -30,8 +30,15 @@ from opera.reproduce.steps import (
     prepared_onnx,
 )
 from opera.run.targets import ArtifactError, Target, harness_step, register_target
-from opera.run.targets._artifacts import aten_ops, export_torch
+from opera.run.targets._artifacts import aten_ops, export_torch, onnx_op
+from opera.run.targets._converter_source import unnamed_attributes
 from opera.run.targets._onnx_prep import prepare_built
+from opera.run.targets._onnx_versions import (
+    newer_features,
+    newest_version_types,
+    split_type_params,
+    widened_domain,
+)
 from opera.run.targets._ov_io import (
     InterfaceError,
     as_port_type,
@@ -41,6 +48,7 @@ from opera.run.targets._ov_io import (
     match_parameters,
     to_ov_tensor,
 )
+from opera.run.targets._ov_onnx_binary import library_names, newest_known_opset
 from opera.templates import SingleOpModel
 
 __all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "InterfaceError"]
@@ -339,6 +347,37 @@ class OvOnnxTarget(_OvTarget):
         # input tensors. Got rank: 5", grid_sample.cpp)
         r"is only supported for 4D input tensors",
     )
+
+    def unimplemented_feature(self, built: SingleOpModel) -> str | None:
+        """Beside the CPU plugin's limits: an attribute set to a non-default value whose name the
+        frontend library never holds (no converter reads it), and what the node uses from a schema
+        version newer than every opset the frontend knows (``_ov_onnx_binary``)."""
+        gap = super().unimplemented_feature(built)
+        if gap is not None:
+            return gap
+        node = built.model.graph.node[0]
+        op_type, _, opset = onnx_op(built)
+        unread = unnamed_attributes(node, opset, library_names)
+        if unread:
+            return f"attribute(s) {', '.join(unread)} named nowhere in OpenVINO's ONNX frontend library: no converter reads them"
+        known = newest_known_opset()
+        if known is None or opset is None or opset <= known:
+            return None
+        try:
+            import onnx
+
+            implemented = onnx.defs.get_schema(node.op_type, known, node.domain or "").since_version
+        except Exception:  # the operator is newer than every opset the frontend knows
+            return f"{op_type} does not exist in opset {known}, the newest OpenVINO's ONNX frontend knows"
+        newer = (
+            newer_features(built.model, implemented)
+            or newest_version_types(built.model, implemented)
+            or split_type_params(built.model, implemented)
+            or widened_domain(built.model, implemented)
+        )
+        if newer:
+            return f"{newer} (OpenVINO's ONNX frontend knows ONNX schemas up to opset {known})"
+        return None
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         artifact, inputs, _ = prepared_onnx(built)
