@@ -98,6 +98,13 @@ class Template:
         has no optional inputs."""
         return iter(())
 
+    def older_version_shapes(self, built: SingleOpModel) -> tuple[str, list[tuple[int, ...]]] | None:
+        """Where the operator's previous version defines other output shapes for this very model
+        than the version the model selects: (that version's name, its output shapes). Asked only
+        when a compiler's outputs differ: a compiler whose output shapes are exactly the older
+        version's implements that version (a coverage gap). None where the library has no versions."""
+        return None
+
     def lowered_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
         """The library's own lowering of the model (what a frontend that converts it receives), run
         by the library, as (its name, outputs); None where there is none. Asked for targets that

@@ -583,6 +583,24 @@ class OnnxTemplate(Template):
                 continue
             yield OptionalInputProbe(formal.name, position, omitted, moved, moved_outputs)
 
+    def older_version_shapes(self, built: SingleOpModel) -> tuple[str, list[tuple[int, ...]]] | None:
+        """ONNX shape inference of the same model at the opset just before the one that introduced
+        the selected schema version, when it gives other static output shapes (MaxPool-22 ignores
+        "sliding windows that would start in the right padded region", MaxPool-12 keeps them:
+        sample 15, a frontend with only the older converter)."""
+        found = _node_schema(built)
+        if found is None:
+            return None
+        node, schema = found
+        opset = int(built.details.get("opset") or 0)
+        older = _schema_at(node, schema.since_version - 1)
+        if older is None:
+            return None
+        now, before = _inferred_output_shapes(built.model, opset), _inferred_output_shapes(built.model, schema.since_version - 1)
+        if now is None or before is None or now == before:
+            return None
+        return f"{node.op_type}-{older.since_version}", before
+
 
 def _node_schema(built: SingleOpModel) -> tuple[Any, Any] | None:
     """The model's single node and its operator's schema at the instance's opset (None: unknown)."""
@@ -690,3 +708,43 @@ def _fill_output_types(model: Any) -> None:
         found = known.get(out.name)
         if found is not None and found.type.WhichOneof("value") is not None:
             out.type.CopyFrom(found.type)
+
+
+def _schema_at(node: Any, opset: int) -> Any:
+    """The node's schema as of ``opset`` (None: the operator did not exist yet)."""
+    import onnx
+
+    if opset < 1:
+        return None
+    try:
+        return onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+    except Exception:
+        return None
+
+
+def _inferred_output_shapes(model: Any, opset: int) -> list[tuple[int, ...]] | None:
+    """The output shapes ONNX shape inference gives ``model`` re-declared at ``opset`` (its declared
+    output shapes cleared), None where one is not fully static or inference fails."""
+    import onnx
+
+    variant = onnx.ModelProto()
+    variant.CopyFrom(model)
+    domain = variant.graph.node[0].domain or ""
+    for entry in variant.opset_import:
+        if (entry.domain or "") == domain:
+            entry.version = opset
+    for out in variant.graph.output:
+        if not out.type.HasField("tensor_type"):
+            return None
+        out.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(variant, strict_mode=True, data_prop=True)
+    except Exception:
+        return None
+    shapes = []
+    for out in inferred.graph.output:
+        tensor = out.type.tensor_type
+        if not tensor.HasField("shape") or not all(d.HasField("dim_value") for d in tensor.shape.dim):
+            return None
+        shapes.append(tuple(int(d.dim_value) for d in tensor.shape.dim))
+    return shapes

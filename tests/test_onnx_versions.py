@@ -104,3 +104,40 @@ def test_openvino_onnx_library_probe() -> None:
     assert unnamed_attributes(attention, 25, library_names) == ["left_window_size=2"]
     at_default = helper.make_node("Attention", ["q", "k", "v"], ["y"], left_window_size=-1)
     assert unnamed_attributes(at_default, 25, library_names) == []
+
+
+def _pool(opset: int) -> onnx.ModelProto:
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_older_version_output_shapes() -> None:
+    """MaxPool-22 ignores windows that would start in the right padding; MaxPool-12 keeps them
+    (sample 15): the older version's shapes are given only where the two versions differ, and the
+    judge calls a compiler a gap only when its shapes are exactly the older ones."""
+    from opera.model import OperatorInstance
+    from opera.templates import SingleOpModel, get_template
+    from opera.verdict.judge import _older_version
+
+    template = get_template("onnx")
+
+    def built(opset: int, model: onnx.ModelProto) -> SingleOpModel:
+        inst = OperatorInstance.__new__(OperatorInstance)
+        return SingleOpModel(inst, model, [], ["x"], {"opset": opset})
+
+    found = template.older_version_shapes(built(22, _pool(22)))
+    assert found == ("MaxPool-12", [(1, 1, 2, 2)])
+    assert template.older_version_shapes(built(21, _pool(21))) is None  # MaxPool-12 selected: nothing older differs
+    no_ceil = _pool(22)
+    no_ceil.graph.node[0].attribute.pop()  # without ceil_mode the versions agree
+    assert template.older_version_shapes(built(22, no_ceil)) is None
+
+    import numpy as np
+
+    reference = [np.zeros((1, 1, 1, 1), np.float32)]
+    assert "MaxPool-12 defines" in (_older_version(found, reference, [np.zeros((1, 1, 2, 2), np.float32)]) or "")
+    assert _older_version(found, reference, [np.ones((1, 1, 1, 1), np.float32)]) is None  # new shape, wrong value: a bug
+    assert _older_version(found, reference, [np.zeros((2, 2), np.float32)]) is None  # some other shape: a bug
