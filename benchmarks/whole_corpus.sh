@@ -9,19 +9,23 @@ set -euo pipefail
 STORE=${1:?store path}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 OPERA=${OPERA:-opera}
-runs_of() {  # corpus file name -> "id status" of each run of the store on it
+runs_of() {  # corpus file name, sample size or "" -> "id status" of each such run of the store
     [ -f "$STORE" ] || return 0
-    python - "$STORE" "$1" <<'PY'
+    python - "$STORE" "$1" "$2" <<'PY'
 import json, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 for run_id, config, status in db.execute("SELECT id, config, status FROM runs ORDER BY id"):
-    if any(c.endswith("/" + sys.argv[2]) for c in json.loads(config)["corpus"]):
+    config = json.loads(config)
+    sample = (config.get("selection") or {}).get("sample")
+    if any(c.endswith("/" + sys.argv[2]) for c in config["corpus"]) and str(sample or "") == sys.argv[3]:
         print(run_id, status)
 PY
 }
-run() {  # corpus file name, then opera run arguments
+run() {  # corpus file name, then opera run arguments (a --sample N among them keys the run too)
     local file=$1; shift
-    local last; last=$(runs_of "$file" | tail -1)
+    local sample="" prev=""
+    for arg in "$@"; do [ "$prev" = --sample ] && sample=$arg; prev=$arg; done
+    local last; last=$(runs_of "$file" "$sample" | tail -1)
     if [ "${last#* }" = complete ]; then echo "skip $file (run ${last% *} complete)"; return; fi
     if [ -n "$last" ]; then
         "$OPERA" run --resume "${last% *}" --store "$STORE" --quiet || [ $? -le 1 ]
@@ -35,5 +39,6 @@ run onnx.jsonl.gz -t tvm-onnx -t ov-onnx --oracle all
 run generated-onnx.jsonl.gz -t tvm-onnx -t ov-onnx --oracle all
 run keras.jsonl.gz -t tvm-keras -t ov-keras --oracle all
 run generated-keras.jsonl.gz -t tvm-keras -t ov-keras --oracle all
+run torch.jsonl.gz --sample 1000 --sample-seed 0 -t tvm-torch -t ov-torch -t inductor-torch --oracle all
 run generated-torch.jsonl.gz -t tvm-torch -t ov-torch -t inductor-torch --batch 16
 run torch.jsonl.gz -t tvm-torch -t ov-torch -t inductor-torch --batch 16
