@@ -423,3 +423,25 @@ def test_float32_tolerance_scales_with_the_magnitude(state) -> None:
     assert result.distance is not None and 1e-3 < result.distance < 0.05
     limit = load_oracle_config(None).threshold("ov-torch", "float32")
     assert limit.rtol > 0 and limit.allowed(np.array([19952.623], dtype=np.float32)) > result.distance
+
+
+def test_repeated_axes_are_outside_the_domain() -> None:
+    """ONNX Pad/Slice (axes input) and Resize/CenterCropPad (axes attribute): "Behavior is
+    undefined if an axis is repeated", counted after negative axes are taken modulo the rank."""
+    from opera.verdict.undefined import outside_domain
+
+    config = load_oracle_config()
+    data = np.zeros((1, 3, 4, 5), np.float32)
+    ref = [np.zeros((1, 3, 4, 5), np.float32)]
+    pads = np.array([0, 3, 0, 4])
+
+    def pad(axes: list[int]) -> str | None:
+        args = (data, pads, np.array(0.0, np.float32), np.array(axes))
+        return outside_domain(config.undefined, "onnx::Pad", {}, {"input_0": data}, ref, 25, args=args)
+
+    assert "axis is repeated" in (pad([-3, -3]) or "")
+    assert "axis is repeated" in (pad([1, -3]) or "")  # -3 is axis 1 of a rank-4 input
+    assert pad([1, 2]) is None and pad([-1, 2]) is None
+    resize = outside_domain(config.undefined, "onnx::Resize", {"axes": [2, -2]}, {"input_0": data}, ref, 19, args=(data,))
+    assert "axis is repeated" in (resize or "")
+    assert outside_domain(config.undefined, "onnx::Resize", {"axes": [2, 3]}, {"input_0": data}, ref, 19, args=(data,)) is None

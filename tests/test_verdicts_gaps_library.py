@@ -337,3 +337,32 @@ def test_sample_15_classes(target: str, library: str, instance_id: str, outcome:
     result = verdict_in_process(state, _by_id(library, instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
+
+
+def _new_kinds(instance_id: str) -> OperatorInstance:
+    """Instances of the new value and dtype mutation kinds (tests/data/generated_new_kinds.jsonl)."""
+    for inst in CorpusReader([Path(__file__).parent / "data" / "generated_new_kinds.jsonl"]):
+        if inst.id == instance_id:
+            return inst
+    raise AssertionError(f"{instance_id} is not in tests/data/generated_new_kinds.jsonl")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "instance_id", "outcome", "words"),
+    [
+        # Pad with axes [-3, -3] (a 'ties' re-draw): "Behavior is undefined if an axis is repeated"
+        ("tvm-onnx", "a46ce151f7204745f6fe", Outcome.UNDEFINED, "Behavior is undefined if an axis is repeated"),
+        # TopK over values holding NaN (a 'special' re-draw): no NaN order in the spec
+        ("ov-onnx", "0ffcafe1d90027d323ba", Outcome.UNDEFINED, "nothing about NaN"),
+        # HardSigmoid of NaN: max(0, min(1, ...)), and Max/Min leave NaN open
+        ("tvm-onnx", "11bd3919b2d23d78ed7b", Outcome.UNDEFINED, "Max/Min do not say how NaN propagates"),
+        # a float64 transpose of +-DBL_MAX on OpenVINO: the CPU plugin computes float64 in float32
+        ("ov-onnx", "c8e81c2c85947a91b81d", Outcome.UNSUPPORTED, "computes float64 in float32"),
+    ],
+)
+def test_new_value_kinds_classes(target: str, instance_id: str, outcome: Outcome, words: str, state) -> None:
+    """The judged non-REAL classes of the new mutation kinds (8 of their 27 new signatures judged)."""
+    result = verdict_in_process(state, _new_kinds(instance_id), target)
+    assert result.outcome is outcome, (result.outcome, result.message[-400:])
+    assert words in result.message, result.message

@@ -343,7 +343,7 @@ def judge_domain(oracle: OracleConfig, built: Any, pristine: list[Any], referenc
     ``domain = true``: whatever a compiler does with it, it is ``undefined``), or None."""
     inst = built.instance
     names = dict(zip(_names(built, pristine), pristine, strict=True))
-    reason = outside_domain(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=tuple(inst.args))
+    reason = outside_domain(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=_operands(inst))
     return None if reason is None else f"outside the operator's domain, not run through the compiler: {reason}"
 
 
@@ -356,7 +356,13 @@ def judge_undefined_values(
     values are defined, as the reference oracle does."""
     inst = built.instance
     names = dict(zip(_names(built, pristine), pristine, strict=True))
-    return find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=tuple(inst.args))
+    return find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=_operands(inst))
+
+
+def _operands(inst: Any) -> tuple[Any, ...]:
+    """The positional operands a rule reads: a call's positional arguments, an ONNX node's inputs
+    (constants included: an ONNX instance has no call arguments)."""
+    return tuple(inst.args) if inst.args or inst.library != "onnx" else tuple(inst.inputs)
 
 
 def _opset(inst: Any) -> int | None:

@@ -261,6 +261,31 @@ def _ranks_differ(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     return [True for _ in case.reference]
 
 
+def _repeated_axes(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """An axes list (the positional argument at ``position``, or the ``attribute``) naming one axis
+    twice, negative axes counted modulo the rank of the argument at ``rank_of`` (default 0): ONNX
+    Pad, Slice, Resize, CenterCropPad "Behavior is undefined if an axis is repeated"."""
+    if "attribute" in options:
+        axes = case.kwargs.get(str(options["attribute"]))
+    else:
+        position = int(options.get("position", -1))
+        axes = case.args[position] if 0 <= position < len(case.args) else None
+    if axes is None or isinstance(axes, (str, bytes)):
+        return None
+    try:
+        values = [int(a) for a in np.asarray(axes).reshape(-1)]
+    except (TypeError, ValueError):
+        return None
+    at = int(options.get("rank_of", 0))
+    data = case.args[at] if at < len(case.args) else next(iter(case.inputs.values()), None)
+    rank = np.ndim(data) if data is not None else 0
+    if rank:
+        values = [a % rank for a in values]
+    if len(set(values)) == len(values):
+        return None
+    return [True for _ in case.reference]
+
+
 def _tied_indices(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     """The index output (``indices_output``) where the value it points at (the same position of
     ``values_output``) occurs more than once in the data input (the first runtime input): which of
@@ -352,6 +377,7 @@ CONDITIONS: dict[str, Condition] = {
     "kwarg-not-integer": _kwarg_not_integer,
     "tied-indices": _tied_indices,
     "ranks-differ": _ranks_differ,
+    "repeated-axes": _repeated_axes,
     "vectors-up-to-sign": _vectors_up_to_sign,
 }
 

@@ -133,6 +133,15 @@ class _OvTarget(Target):
         for k, value in enumerate(built.inputs):
             if isinstance(value, np.ndarray) and value.dtype.kind == "c":
                 return f"input {k} is {value.dtype.name}: OpenVINO has no complex element type for a model's inputs"
+            if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size:
+                finite = np.abs(value[np.isfinite(value)])
+                if finite.size and float(finite.max()) > float(np.finfo(np.float32).max):
+                    # the CPU plugin's inference precisions are f32, bf16 and f16: a finite float64
+                    # past float32's range cannot survive (an infinity can, and its loss is a bug)
+                    return (
+                        f"input {k} (float64) holds finite values beyond float32's range ({float(finite.max()):.3g}): "
+                        "OpenVINO's CPU plugin computes float64 in float32"
+                    )
         for k, value in enumerate(built.inputs):
             if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.dtype.itemsize < 4 or not value.size:
                 continue
