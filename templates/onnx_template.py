@@ -593,7 +593,7 @@ class OnnxTemplate(Template):
             return None
         node, schema = found
         opset = int(built.details.get("opset") or 0)
-        older = _schema_at(node, schema.since_version - 1)
+        older = schema_at(node, schema.since_version - 1)
         if older is None:
             return None
         now, before = _inferred_output_shapes(built.model, opset), _inferred_output_shapes(built.model, schema.since_version - 1)
@@ -710,8 +710,8 @@ def _fill_output_types(model: Any) -> None:
             out.type.CopyFrom(found.type)
 
 
-def _schema_at(node: Any, opset: int) -> Any:
-    """The node's schema as of ``opset`` (None: the operator did not exist yet)."""
+def schema_at(node: Any, opset: int) -> Any:
+    """The node's operator schema as of ``opset`` (None: the operator did not exist yet, or is unknown)."""
     import onnx
 
     if opset < 1:

@@ -19,17 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["newer_features", "newest_version_types", "split_type_params", "widened_domain"]
+from opera.templates.onnx_template import schema_at
+
+__all__ = ["newer_features", "newer_than", "newest_version_types", "split_type_params", "widened_domain"]
 
 
-def _schema(node: Any, version: int) -> Any:
-    """The node's operator schema as of opset ``version`` (None: unknown there)."""
-    import onnx
-
-    try:
-        return onnx.defs.get_schema(node.op_type, int(version), node.domain or "")
-    except Exception:
-        return None
 
 
 def _selected(model: Any) -> tuple[Any, Any] | None:
@@ -37,7 +31,7 @@ def _selected(model: Any) -> tuple[Any, Any] | None:
     node = model.graph.node[0]
     domain = node.domain or ""
     opset = next((e.version for e in model.opset_import if (e.domain or "") == domain), None)
-    current = _schema(node, opset) if opset is not None else None
+    current = schema_at(node, opset) if opset is not None else None
     return None if current is None else (node, current)
 
 
@@ -48,7 +42,7 @@ def newer_features(model: Any, implemented: int) -> str | None:
     import onnx
 
     selected = _selected(model)
-    older = _schema(model.graph.node[0], implemented)
+    older = schema_at(model.graph.node[0], implemented)
     if selected is None or older is None:
         return None
     node, current = selected
@@ -103,7 +97,7 @@ def newest_version_types(model: Any, implemented: int) -> str | None:
     if selected is None:
         return None
     node, current = selected
-    before = _schema(node, current.since_version - 1)
+    before = schema_at(node, current.since_version - 1)
     if before is None or implemented >= current.since_version:  # no earlier version: a new operator
         return None
     allowed_now = {c.type_param_str: set(c.allowed_type_strs) for c in current.type_constraints}
@@ -141,7 +135,7 @@ def split_type_params(model: Any, implemented: int) -> str | None:
     of Pow-7 has no path for two types (TVM: "Binary operators must have the same datatype").
     None otherwise."""
     selected = _selected(model)
-    older = _schema(model.graph.node[0], implemented)
+    older = schema_at(model.graph.node[0], implemented)
     if selected is None or older is None:
         return None
     node, current = selected
@@ -200,3 +194,14 @@ def widened_domain(model: Any, implemented: int) -> str | None:
         return None
     return f"{what}: defined since {node.op_type}-{current.since_version} ({earlier})"
 
+
+def newer_than(model: Any, implemented: int) -> str | None:
+    """What the model's single node uses that a converter implementing the schema as of opset
+    ``implemented`` cannot: a newer attribute or input, a type the selected version added, type
+    parameters it split, a domain it widened (the first of these found), or None."""
+    return (
+        newer_features(model, implemented)
+        or newest_version_types(model, implemented)
+        or split_type_params(model, implemented)
+        or widened_domain(model, implemented)
+    )

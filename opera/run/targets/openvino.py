@@ -33,12 +33,7 @@ from opera.run.targets import ArtifactError, Target, harness_step, register_targ
 from opera.run.targets._artifacts import aten_ops, export_torch, onnx_op
 from opera.run.targets._converter_source import unnamed_attributes
 from opera.run.targets._onnx_prep import prepare_built
-from opera.run.targets._onnx_versions import (
-    newer_features,
-    newest_version_types,
-    split_type_params,
-    widened_domain,
-)
+from opera.run.targets._onnx_versions import newer_than
 from opera.run.targets._ov_io import (
     InterfaceError,
     as_port_type,
@@ -50,6 +45,7 @@ from opera.run.targets._ov_io import (
 )
 from opera.run.targets._ov_onnx_binary import library_names, newest_known_opset
 from opera.templates import SingleOpModel
+from opera.templates.onnx_template import schema_at
 
 __all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "InterfaceError"]
 
@@ -127,17 +123,17 @@ class _OvTarget(Target):
         """An integer input holding values outside int32: the CPU plugin's primitives compute
         integers in i32 only (OpenVINO docs, CPU Device, "Supported inference data types": integer
         data types: i32), so an int64/uint64/uint32 value past int32 wraps (Min(3, 2**63-1) gives
-        -1). A documented coverage gap, not a bug. And a complex input: OpenVINO has no complex
-        element type (``ov.Type``; the torch frontend emulates complex only inside a graph), so a
-        complex graph input comes out with a dynamic element type and inference refuses it."""
+        -1). A documented coverage gap, not a bug. A complex input: OpenVINO has no complex element
+        type (``ov.Type``; the torch frontend emulates complex only inside a graph), so a complex
+        graph input comes out with a dynamic element type and inference refuses it. And a float64
+        input holding finite values past float32's range: the plugin's inference precisions are
+        f32, bf16 and f16, so such a value cannot survive (an infinity can: its loss is a bug)."""
         for k, value in enumerate(built.inputs):
             if isinstance(value, np.ndarray) and value.dtype.kind == "c":
                 return f"input {k} is {value.dtype.name}: OpenVINO has no complex element type for a model's inputs"
             if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size:
                 finite = np.abs(value[np.isfinite(value)])
                 if finite.size and float(finite.max()) > float(np.finfo(np.float32).max):
-                    # the CPU plugin's inference precisions are f32, bf16 and f16: a finite float64
-                    # past float32's range cannot survive (an infinity can, and its loss is a bug)
                     return (
                         f"input {k} (float64) holds finite values beyond float32's range ({float(finite.max()):.3g}): "
                         "OpenVINO's CPU plugin computes float64 in float32"
@@ -377,18 +373,10 @@ class OvOnnxTarget(_OvTarget):
         known = newest_known_opset()
         if known is None or opset is None or opset <= known:
             return None
-        try:
-            import onnx
-
-            implemented = onnx.defs.get_schema(node.op_type, known, node.domain or "").since_version
-        except Exception:  # the operator is newer than every opset the frontend knows
+        schema = schema_at(node, known)
+        if schema is None:  # the operator is newer than every opset the frontend knows
             return f"{op_type} does not exist in opset {known}, the newest OpenVINO's ONNX frontend knows"
-        newer = (
-            newer_features(built.model, implemented)
-            or newest_version_types(built.model, implemented)
-            or split_type_params(built.model, implemented)
-            or widened_domain(built.model, implemented)
-        )
+        newer = newer_than(built.model, schema.since_version)
         if newer:
             return f"{newer} (OpenVINO's ONNX frontend knows ONNX schemas up to opset {known})"
         return None

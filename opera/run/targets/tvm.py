@@ -33,12 +33,7 @@ from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
-from opera.run.targets._onnx_versions import (
-    newer_features,
-    newest_version_types,
-    split_type_params,
-    widened_domain,
-)
+from opera.run.targets._onnx_versions import newer_than
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -438,12 +433,7 @@ class TvmOnnxTarget(_TvmTarget):
             return f"attribute(s) {', '.join(unread)} never read by TVM's {cls.__name__} converter"
         if chosen is None:
             return None
-        newer = (
-            newer_features(built.model, chosen)
-            or newest_version_types(built.model, chosen)
-            or split_type_params(built.model, chosen)
-            or widened_domain(built.model, chosen)
-        )
+        newer = newer_than(built.model, chosen)
         if newer:
             return f"{newer} (TVM's {cls.__name__}._impl_v{chosen}: the newest converter it has)"
         return None
