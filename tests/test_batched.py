@@ -37,15 +37,15 @@ def test_faults_in_a_batch_get_the_verdicts_of_their_single_runs(tmp_path, capsy
     corpus = write(tmp_path / "c.jsonl", tests)
     alone = _run(corpus, tmp_path / "alone.db", ["test-faults", "test-wrong"], 1, capsys)
     batched = _run(corpus, tmp_path / "batched.db", ["test-faults", "test-wrong"], 4, capsys)
-    assert "passed in batches" not in alone
-    assert "test(s) passed in batches of up to 4 (test-faults, test-wrong)" in batched
+    assert "decided in batches" not in alone
+    assert "test(s) decided in batches of up to 4 (test-faults, test-wrong)" in batched
     one, many = _verdicts(tmp_path / "alone.db"), _verdicts(tmp_path / "batched.db")
     assert one == many and len(one) == 2 * len(tests)
     outcomes = {v[0] for k, v in many.items() if k[1] == "test-faults"}
     assert outcomes == {"pass", "crash", "native-crash", "timeout"}
     assert {v[0] for k, v in many.items() if k[1] == "test-wrong"} == {"inconsistent"}
     # some tests were decided in a batch: the count is in the summary line
-    decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
     assert 0 < decided <= 12
 
 
@@ -83,9 +83,60 @@ def test_real_torch_targets_give_the_same_verdicts_batched(tmp_path, capsys) -> 
     _run(corpus, tmp_path / "alone.db", targets, 1, capsys)
     batched = _run(corpus, tmp_path / "batched.db", targets, 8, capsys)
     assert _verdicts(tmp_path / "alone.db") == _verdicts(tmp_path / "batched.db")
-    assert "test(s) passed in batches of up to 8 (tvm-torch, ov-torch, inductor-torch)" in batched
-    decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+    assert "test(s) decided in batches of up to 8 (tvm-torch, ov-torch, inductor-torch)" in batched
+    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
     assert decided >= 12  # of 27 tests: each target's first runs alone (warm-up), the empty mul alone
+
+
+def _messages(store: Path, target: str) -> dict[str, str]:
+    rows = sqlite3.connect(store).execute("SELECT instance_id, message FROM results WHERE target = ?", (target,))
+    return dict(rows.fetchall())
+
+
+@pytest.mark.slow
+def test_tvm_torch_decides_its_gaps_in_a_batch(tmp_path, capsys) -> None:
+    """TVM's torch frontend checks every op for a converter before converting any: a batch that
+    fails there records the parts lacking one ``unsupported`` with their own run's message, and
+    compiles the rest again; nothing runs alone but the warm-up's first test."""
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    tests = [
+        _torch_op("torch.nn.functional.relu", x),
+        _torch_op("torch.unique", np.array([3, 1, 3, 2], np.int64)),
+        _torch_op("torch.sigmoid", x),
+        _torch_op("torch.searchsorted", np.array([1.0, 2.0, 3.0], np.float32), x),
+        _torch_op("torch.tanh", x),
+        _torch_op("torch.amin", x),
+        _torch_op("torch.exp", x),
+        _torch_op("torch.abs", x),
+        _torch_op("torch.neg", x),
+    ]
+    corpus = write(tmp_path / "c.jsonl", tests)
+    _run(corpus, tmp_path / "alone.db", ["tvm-torch"], 1, capsys)
+    batched = _run(corpus, tmp_path / "batched.db", ["tvm-torch"], 8, capsys)
+    alone_verdicts = _verdicts(tmp_path / "alone.db")
+    assert alone_verdicts == _verdicts(tmp_path / "batched.db")
+    assert sorted(v[0] for v in alone_verdicts.values()) == ["pass"] * 6 + ["unsupported"] * 3
+    assert _messages(tmp_path / "alone.db", "tvm-torch") == _messages(tmp_path / "batched.db", "tvm-torch")
+    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
+    assert decided == 8  # the three gaps and five passes; the first test went alone (warm-up)
+
+
+def test_batch_gaps_attribute_each_missing_op_to_its_own_part() -> None:
+    from opera.run.targets import get_target
+
+    target = get_target("tvm-torch")
+    template = get_template("torch")
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    insts = [_torch_op("torch.nn.functional.relu", x), _torch_op("torch.amin", x), _torch_op("torch.unique", x)]
+    combined = template.combine([template.build(inst, 0) for inst in insts])
+    failure = "AssertionError: Unsupported function types ['_unique2.default', 'amin.default']"
+    gaps = target.batch_gaps(combined, failure)
+    assert gaps is not None and sorted(gaps) == [1, 2]
+    assert str(gaps[1]) == "Unsupported function types ['amin.default']"
+    assert str(gaps[2]) == "Unsupported function types ['_unique2.default']"
+    # a message that names other ops than the program lacks: nothing is decided
+    assert target.batch_gaps(combined, "AssertionError: Unsupported function types ['amin.default']") is None
+    assert target.batch_gaps(combined, "TVMError: something else") is None
 
 
 def test_batch_must_be_positive(tmp_path, capsys) -> None:
@@ -150,9 +201,9 @@ def test_the_stores_earlier_runs_send_their_failing_operators_alone(tmp_path, ca
     second = _run(corpus, store, ["test-faults"], 4, capsys)
 
     def decided(summary: str) -> int:
-        if "passed in batches" not in summary:
+        if "decided in batches" not in summary:
             return 0
-        return int(summary.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+        return int(summary.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
 
     # the faults are Relu instances too: after the first run, Relu is known to fail on test-faults,
     # so the second run tries none of its tests in a batch
@@ -166,6 +217,42 @@ def test_the_stores_earlier_runs_send_their_failing_operators_alone(tmp_path, ca
         assert known_failing_operators(opened, 2, ["test-faults"]) == (("test-faults", operator_name(tests[0].api)),)
         assert known_failing_operators(opened, 1, ["test-faults"]) == ()  # nothing before the first run
         assert known_failing_operators(opened, 2, ["test-wrong"]) == ()  # per target
+
+
+def test_gaps_a_batch_decides_do_not_keep_their_operator_out_of_batches(tmp_path) -> None:
+    """tvm-torch's batches decide "Unsupported function types" gaps themselves: such a test, in a
+    worker's history or the store's, does not send its operator's later tests alone; any other
+    failure of the operator does."""
+    from types import SimpleNamespace
+
+    from opera.outcomes import Outcome, Stage, TestResult
+    from opera.run.batch import failing_operators, remember_failure
+    from opera.run.executors import TaskOutcome, TestTask
+    from opera.run.runner import known_failing_operators
+    from opera.run.targets import get_target
+    from opera.store import ResultStore
+
+    gap = "builtins.AssertionError: Unsupported function types ['_unique2.default']"
+    other_gap = "TVM's converter for aten.mm.default builds its result in float32 only"
+    x = np.zeros(2, np.float32)
+    rows = [("torch.unique", Outcome.UNSUPPORTED, gap), ("torch.mm", Outcome.UNSUPPORTED, other_gap), ("torch.add", Outcome.CRASH, "boom")]
+    state = SimpleNamespace(target=get_target)
+    results = []
+    for api, outcome, message in rows:
+        inst = _torch_op(api, x)
+        result = TestResult(inst.id, api, "tvm-torch", outcome, Stage.CONVERT, message=message)
+        results.append(result)
+        remember_failure(state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result))
+    assert failing_operators(state) == {"mm", "add"}
+    with ResultStore(tmp_path / "s.db") as store:
+        first = store.create_run({}, tool_version="test", versions={}, corpus=[], planned=[])
+        for result in results:
+            store.add_result(first, result)
+            store.add_result(first, TestResult(result.instance_id, result.api, "ov-torch", result.outcome, Stage.CONVERT, message=result.message))
+        second = store.create_run({}, tool_version="test", versions={}, corpus=[], planned=[])
+        assert known_failing_operators(store, second, ["tvm-torch"]) == (("tvm-torch", "add"), ("tvm-torch", "mm"))
+        # ov-torch decides no gap in a batch: all three keep their operators out
+        assert {op for _, op in known_failing_operators(store, second, ["ov-torch"])} == {"add", "mm", "unique"}
 
 
 def _keras_slice(n: int) -> list[OperatorInstance]:
@@ -198,8 +285,8 @@ def test_tvm_keras_gives_the_same_verdicts_batched(tmp_path, capsys) -> None:
     _run(corpus, tmp_path / "alone.db", ["tvm-keras"], 1, capsys)
     batched = _run(corpus, tmp_path / "batched.db", ["tvm-keras"], 8, capsys)
     assert _verdicts(tmp_path / "alone.db") == _verdicts(tmp_path / "batched.db")
-    assert "passed in batches of up to 8 (tvm-keras)" in batched
-    decided = int(batched.split(" test(s) passed in batches")[0].rsplit("\n", 1)[-1])
+    assert "decided in batches of up to 8 (tvm-keras)" in batched
+    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
     assert decided >= 4
 
 

@@ -6,13 +6,17 @@ computes its reference as a single test would, combines the models into one
 (``Template.combine``: independent sub-computations, the parts' inputs in order), converts,
 compiles and runs that once, and judges each part's outputs against its own reference.
 
-A batch never decides anything but a pass. A part whose outputs pass is recorded as passing; every
-other test (its reference failed or disagreed with itself, it is a random operator, its part was
-inconsistent) goes back to the queue to run alone, so its verdict, signature, stage and
-reproducer are exactly those of a single run. A batch that fails as a whole to convert, compile or
-run (one part the compiler rejects) is halved and each half tried again, down to single parts,
-which run alone; the references are computed once. A batch that kills or hangs its worker sends
-all its tests back to run alone (the executor's part).
+A batch decides passes, and the coverage gaps a target can attribute exactly. A part whose
+outputs pass is recorded as passing; every other test (its reference failed or disagreed with
+itself, it is a random operator, its part was inconsistent) goes back to the queue to run alone, so
+its verdict, signature, stage and reproducer are exactly those of a single run. A batch that fails
+as a whole to convert, compile or run (one part the compiler rejects) first asks the target which
+parts' own conversions would fail on a gap (``Target.batch_gaps``: TVM's torch frontend checks
+every op for a converter before converting any, and each op of the combined program belongs to
+one part): those are ``unsupported`` with the exception their own run raises, and the rest is
+tried again. Otherwise the parts the message names run alone, or the batch is halved and each half
+tried again, down to single parts, which run alone; the references are computed once. A batch that
+kills or hangs its worker sends all its tests back to run alone (the executor's part).
 """
 
 from __future__ import annotations
@@ -56,17 +60,28 @@ def known_failing(state: Any) -> frozenset[tuple[str, str]]:
 
 
 def remember_failure(state: Any, task: TestTask, outcome: TaskOutcome) -> None:
-    """After a single test: keep its operator when it did not pass."""
+    """After a single test: keep its operator when it did not pass (a gap its target decides in a
+    batch, ``Target.batch_gap_message``, does not keep it out of batches)."""
     result = outcome.result
-    if task.kind == "test" and result is not None and result.outcome is not Outcome.PASS:
-        failing_operators(state).add(operator_name(task.instance.api))
+    if task.kind != "test" or result is None or result.outcome is Outcome.PASS:
+        return
+    if result.outcome is Outcome.UNSUPPORTED and decided_in_batch(state.target(task.target), result.message):
+        return
+    failing_operators(state).add(operator_name(task.instance.api))
+
+
+def decided_in_batch(target: Any, message: str | None) -> bool:
+    """Is this ``unsupported`` message one a batch of ``target`` decides (``batch_gaps``)?"""
+    prefix = getattr(target, "batch_gap_message", "")
+    return bool(prefix) and (message or "").startswith(prefix)
 
 
 @dataclass
 class BatchOutcome:
-    """What a batch decided: the members that passed, and the members to run alone."""
+    """What a batch decided: the members it judged (passes, and gaps ``batch_gaps`` attributes),
+    and the members to run alone."""
 
-    passed: list[TaskOutcome]
+    decided: list[TaskOutcome]
     alone: list[TestTask]
     note: str = ""  # why nothing (or not everything) was decided in the batch
 
@@ -121,7 +136,7 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
     run = _BatchRun(target, template, state, report_stage, alone=alone)
     _bisect(parts, run)
     alone.sort(key=lambda t: t.seq)
-    return BatchOutcome(run.passed, alone, "; ".join(run.notes))
+    return BatchOutcome(run.decided, alone, "; ".join(run.notes))
 
 
 @dataclass
@@ -132,9 +147,10 @@ class _BatchRun:
     template: Any
     state: Any
     report_stage: Callable[[Stage], None]
-    passed: list[TaskOutcome] = field(default_factory=list)
+    decided: list[TaskOutcome] = field(default_factory=list)
     alone: list[TestTask] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    last_attempt_s: float = 0.0  # how long the last failed build of a batch took
 
 
 def _bisect(parts: list[_Part], run: _BatchRun) -> None:
@@ -145,6 +161,11 @@ def _bisect(parts: list[_Part], run: _BatchRun) -> None:
         return
     failure = _compile_and_judge(parts, run)
     if failure is None:
+        return
+    gaps = _decide_gaps(parts, failure, run)
+    if gaps:
+        run.notes.append(f"a batch of {len(parts)} failed on the gaps of {len(gaps)} part(s): decided in the batch")
+        _bisect([p for p in parts if p not in gaps], run)
         return
     blamed = [p for p in parts if _blames(run.target, p, failure)]
     failing_operators(run.state).update(operator_name(p.task.instance.api) for p in blamed)
@@ -187,8 +208,47 @@ def _blames(target: Any, part: _Part, failure: str) -> bool:
     return False
 
 
+def _finisher(part: _Part, size: int, share: float) -> Callable[..., TestResult]:
+    """``finish(outcome, stage, **fields)`` for a part of a batch of ``size``: its result as a
+    single test's, with its own reference time plus its share of the batch's compiler time."""
+    inst = part.task.instance
+    base = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite, "source_test": inst.source.test}
+    reference_name = {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
+
+    def finish(outcome: Outcome, stage: Stage, **kw: Any) -> TestResult:
+        extra = {**reference_name, "batched": size, **kw.pop("extra", {})}
+        return TestResult(**base, outcome=outcome, stage=stage, duration=part.reference_s + share, extra=extra, **kw)
+
+    return finish
+
+
+def _decide_gaps(parts: list[_Part], failure: str, run: _BatchRun) -> list[_Part]:
+    """The parts of a failed batch that the target shows would fail alone on a coverage gap
+    (``Target.batch_gaps``), recorded ``unsupported`` as their single runs would be; [] when the
+    target cannot say (then the batch is blamed or halved)."""
+    from opera.verdict.judge import judge_exception
+
+    started = time.perf_counter()
+    combined = run.template.combine([p.built for p in parts])
+    try:
+        gaps = run.target.batch_gaps(combined, failure) if combined is not None else None
+    except Exception:
+        gaps = None
+    if not gaps or any(not 0 <= k < len(parts) for k in gaps):
+        return []
+    share = (run.last_attempt_s + time.perf_counter() - started) / len(parts)
+    decided: list[_Part] = []
+    for k, exc in sorted(gaps.items()):
+        part = parts[k]
+        result = judge_exception(exc, run.state.unsupported, run.target, Stage.CONVERT, _finisher(part, len(parts), share), part.built)
+        if result.outcome is Outcome.UNSUPPORTED:  # else its own run says what it is
+            run.decided.append(TaskOutcome(part.task, result=result))
+            decided.append(part)
+    return decided
+
+
 def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
-    """One build of the combined parts; its passes to ``passed``, other parts to ``alone``. Returns
+    """One build of the combined parts; its passes to ``decided``, other parts to ``alone``. Returns
     why the batch as a whole failed (nothing recorded then), or None."""
     from opera.verdict.judge import judge_outputs
 
@@ -205,6 +265,7 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
         report_stage(Stage.RUN)
         outputs = target.run(compiled, [x.copy() for x in combined.inputs])
     except Exception as exc:  # which part failed, and how, is for each test alone to say
+        run.last_attempt_s = time.perf_counter() - started
         return f"{type(exc).__name__}: {exc}"[:4000]
     if getattr(compiled, "masked_crash", None) is not None:
         return "the batch needed a fallback pipeline"
@@ -217,28 +278,13 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
     for part, count in zip(parts, counts, strict=True):
         mine = outputs[start : start + count]
         start += count
-        inst = part.task.instance
-        base = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite, "source_test": inst.source.test}
-        reference_name = {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
-
-        def finish(
-            outcome: Outcome,
-            stage: Stage,
-            _base: dict[str, Any] = base,
-            _part: _Part = part,
-            _ref: dict[str, str] = reference_name,
-            **kw: Any,
-        ) -> TestResult:
-            extra = {**_ref, "batched": len(parts), **kw.pop("extra", {})}
-            return TestResult(**_base, outcome=outcome, stage=stage, duration=_part.reference_s + share, extra=extra, **kw)
-
         try:
-            result = judge_outputs(state.oracle, target, part.built, part.pristine, part.reference, mine, None, finish)
+            result = judge_outputs(state.oracle, target, part.built, part.pristine, part.reference, mine, None, _finisher(part, len(parts), share))
         except Exception:
             run.alone.append(part.task)
             continue
         if result.outcome is Outcome.PASS:
-            run.passed.append(TaskOutcome(part.task, result=result))
+            run.decided.append(TaskOutcome(part.task, result=result))
         else:
             run.alone.append(part.task)
     return None

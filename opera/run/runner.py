@@ -328,11 +328,14 @@ def known_failing_operators(
 ) -> tuple[tuple[str, str], ...]:
     """(target, operator) pairs with a test that did not pass in the store's runs before
     ``run_id`` (the previous nights of a nightly store): a batch holding one would most likely
-    fail as a whole and be bisected, so those tests run alone from the start. Verdicts do not
-    depend on it; only which tests are tried in a batch does."""
+    fail as a whole and be bisected, so those tests run alone from the start (not for a gap the
+    target's batches decide, ``Target.batch_gap_message``). Verdicts do not depend on it; only
+    which tests are tried in a batch does."""
     from opera.run.batch import operator_name
+    from opera.run.targets import TARGETS
 
-    found = {(target, operator_name(api)) for target, api in store.apis_not_passing_before(run_id, targets)}
+    gaps = {t: str(getattr(TARGETS.get(t), "batch_gap_message", "")) for t in targets}
+    found = {(target, operator_name(api)) for target, api in store.apis_not_passing_before(run_id, targets, gaps)}
     return tuple(sorted(found))
 
 
@@ -561,7 +564,7 @@ def _execute(
             batched = int(getattr(executor, "batched", 0))
             if settings.batch_targets:
                 notes.append(
-                    f"{batched} test(s) passed in batches of up to {settings.batch} "
+                    f"{batched} test(s) decided in batches of up to {settings.batch} "
                     f"({', '.join(settings.batch_targets)}); every other test ran alone"
                 )
         progress.close()

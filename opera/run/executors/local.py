@@ -155,10 +155,10 @@ def _execute_batch(task: TestTask, state: Any, conn: Connection) -> TaskOutcome:
         raise
     except Exception as exc:
         print(f"opera worker: batch of {task.size} on {task.target} failed in Opera's code: {exc}", flush=True)
-        return TaskOutcome(task, extra={"passed": [], "alone": list(task.members), "note": str(exc)})
+        return TaskOutcome(task, extra={"decided": [], "alone": list(task.members), "note": str(exc)})
     if batch.note:
         print(f"opera worker: batch of {task.size} on {task.target}: {batch.note}", flush=True)
-    return TaskOutcome(task, extra={"passed": batch.passed, "alone": batch.alone, "note": batch.note})
+    return TaskOutcome(task, extra={"decided": batch.decided, "alone": batch.alone, "note": batch.note})
 
 
 def _exit_cause(code: int | None) -> str:
@@ -220,7 +220,7 @@ class LocalExecutor:
         self._finished: list[TaskOutcome] = []
         self._last_watch = 0.0
         self.replaced = 0  # workers replaced after a death, hang or memory kill
-        self.batched = 0  # tests decided (passed) inside a batch
+        self.batched = 0  # tests decided inside a batch (passes, gaps)
         self.recycled = 0  # idle workers replaced because they held over half the memory limit
         self._startup_failures = 0
         # Targets whose warm-up op killed or hung a worker: later workers warm them up without it.
@@ -403,9 +403,9 @@ class LocalExecutor:
                 slot.tasks_done += 1
                 slot.tests_in_process += 1
                 if slot.task.kind == "batch":
-                    self._finished.extend(payload.extra["passed"])
+                    self._finished.extend(payload.extra["decided"])
                     self._put_back_alone(list(payload.extra["alone"]))
-                    self.batched += len(payload.extra["passed"])
+                    self.batched += len(payload.extra["decided"])
                 else:
                     self._finished.append(_confirmed(payload))
                 slot.task = None

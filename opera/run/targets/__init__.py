@@ -104,7 +104,9 @@ class Target(abc.ABC):
     - ``compile_variant(converted, variant)``: the converted model compiled another way that must
       compute the same outputs (the metamorphic rules of ``opera.run.rules``: ``optlevel``, ``reload``);
     - ``batch_blames(built, arrays, failure)``: whether a failed batch's message names this part in
-      the frontend's own words (``opera run --batch``).
+      the frontend's own words (``opera run --batch``);
+    - ``batch_gaps(combined, failure)``: the exception each part's own conversion would raise, for
+      the parts whose coverage gap a failed batch shows exactly (the batch decides them).
     """
 
     name: str = ""  # e.g. "tvm-onnx"
@@ -127,6 +129,9 @@ class Target(abc.ABC):
     # Worth compiling many tests as one model (``opera run --batch``): a per-model fixed cost (export,
     # conversion) dominates a test and the library's template can ``combine`` models.
     batchable: bool = False
+    # Words that begin the message of a gap ``batch_gaps`` decides in a batch: a store's earlier
+    # ``unsupported`` tests with such a message do not keep their operator out of batches.
+    batch_gap_message: str = ""
     # The frontend converts the library's own lowering of the model (torch's run_decompositions), so
     # a lowering that disagrees with the library itself is the library's inconsistency.
     converts_library_lowering: bool = False
@@ -185,6 +190,15 @@ class Target(abc.ABC):
         target's frontend uses (``arrays``: the part's inputs and reference outputs)? A part
         blamed runs alone at once instead of halving the batch down to it. Default: no."""
         return False
+
+    def batch_gaps(self, combined: SingleOpModel, failure: str) -> dict[int, Exception] | None:
+        """After the combined model of a batch failed with ``failure``: for each part (by position)
+        whose own conversion would fail on a coverage gap, the exception it would raise, exactly as
+        a single test's conversion raises it (the batch records those parts ``unsupported`` without
+        running them alone). Only where the frontend checks the whole model for the gap before
+        converting anything, so the part's own run cannot fail otherwise first. None: not known
+        (the default; the batch is blamed or halved as before)."""
+        return None
 
     def compile_variant(self, converted: Any, variant: str) -> Any:
         """``converted`` compiled another way that must give the outputs ``compile`` gives, for

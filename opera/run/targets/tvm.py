@@ -266,6 +266,7 @@ class _TvmTarget(Target):
 @register_target
 class TvmTorchTarget(_TvmTarget):
     batchable = True
+    batch_gap_message = "builtins.AssertionError: Unsupported function types"
     converts_library_lowering = True
     name = "tvm-torch"
     library = "torch"
@@ -344,6 +345,14 @@ class TvmTorchTarget(_TvmTarget):
 
     def converter_name(self, built: SingleOpModel) -> str | None:
         return aten_ops(built)
+
+    def batch_gaps(self, combined: SingleOpModel, failure: str) -> dict[int, Exception] | None:
+        """``from_exported_program`` asserts, before it converts any node, that it has a converter
+        for every ATen op of the decomposed program ("Unsupported function types [...]"): a part
+        alone fails there exactly when one of its own ops lacks a converter. Each op of the combined
+        program is attributed to its part by the module it was traced in (``parts.<k>``); the ops
+        so found must be the ones the batch's message names, else nothing is decided."""
+        return unconverted_parts(combined, failure, _tvm_torch_handlers())
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         code = (
@@ -668,6 +677,35 @@ def _float32_only(handler: Any) -> bool:
         except (OSError, TypeError):
             continue
     return 'out_dtype="float32"' in source
+
+
+def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str, Any]) -> dict[int, Exception] | None:
+    """For ``TvmTorchTarget.batch_gaps``: each part of ``combined`` (a ``TorchTemplate.combine``
+    of parts ``parts.<k>``) that has an ATen op without one of ``handlers``, with the
+    AssertionError TVM's check raises on that part alone."""
+    import ast
+    import re
+
+    marker = "AssertionError: Unsupported function types "
+    if marker not in failure:
+        return None
+    try:
+        named = set(ast.literal_eval(failure.split(marker, 1)[1].splitlines()[0].strip()))
+        program = export_torch(combined).run_decompositions()
+    except Exception:
+        return None
+    missing: dict[int, set[str]] = {}
+    for node in program.graph.nodes:
+        if node.op != "call_function" or node.target.__name__ in handlers:
+            continue
+        paths = [path for path, _ in (node.meta.get("nn_module_stack") or {}).values()]
+        owners = {int(m.group(1)) for p in paths if (m := re.match(r"parts\.(\d+)(\.|$)", p))}
+        if len(owners) != 1:  # not traced inside exactly one part: cannot say whose it is
+            return None
+        missing.setdefault(owners.pop(), set()).add(node.target.__name__)
+    if not missing or set().union(*missing.values()) != named:
+        return None
+    return {k: AssertionError(f"Unsupported function types {sorted(ops)}") for k, ops in missing.items()}
 
 
 @functools.lru_cache(maxsize=1)
