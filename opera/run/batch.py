@@ -212,7 +212,7 @@ def _finisher(part: _Part, size: int, share: float) -> Callable[..., TestResult]
     """``finish(outcome, stage, **fields)`` for a part of a batch of ``size``: its result as a
     single test's, with its own reference time plus its share of the batch's compiler time."""
     inst = part.task.instance
-    base = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite, "source_test": inst.source.test}
+    base: dict[str, Any] = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite, "source_test": inst.source.test}
     reference_name = {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
 
     def finish(outcome: Outcome, stage: Stage, **kw: Any) -> TestResult:
