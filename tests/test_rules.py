@@ -315,3 +315,20 @@ def test_rules_compare_two_builds_only_where_the_specification_defines_the_value
     # an in-range difference is still found: the int8 Div of the test above
     a, b = np.array([12, 7], np.int8), np.array([23, 2], np.int8)
     assert _rules_of(_onnx("Div", a, b), "ov-onnx", ("optlevel",))[1]["optlevel"]["outcome"] == "inconsistent"
+
+
+def test_a_rule_difference_that_is_the_tests_own_gap_is_unsupported_not_a_finding() -> None:
+    """tvm-torch ignores torch.add's ``alpha`` (the test's own verdict: unsupported, the attribute
+    not implemented); through torch.onnx.export, tvm-onnx computes it. ``paths`` then sees the gap
+    again, with the library on the ONNX side: not a finding of its own (the whole-corpus torch run
+    counted three such as beyond the reference)."""
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    inst = OperatorInstance(
+        library="torch", api="torch.add", kind=InstanceKind.FUNCTION, args=(x, x + 1), kwargs={"alpha": 2.5},
+        source=Source(suite="t", test="add"),
+    )  # fmt: skip
+    outcome, rules = _rules_of(inst, "tvm-torch", ("paths",))
+    assert outcome is Outcome.UNSUPPORTED
+    found = rules["paths"]
+    assert found["outcome"] == "unsupported" and found["agrees_with_reference"] == "tvm-onnx"
+    assert "the test's own coverage gap" in found["message"] and "signature" not in found

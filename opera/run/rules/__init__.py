@@ -172,7 +172,22 @@ class Rule(abc.ABC):
         agrees: str | None = None,
     ) -> RuleResult:
         """The two computations that must agree did not: ``inconsistent``, signed by the rule and
-        the target's converter (or the API), like the reference oracle's signatures."""
+        the target's converter (or the API), like the reference oracle's signatures. Where the test's
+        own verdict is a coverage gap (``unsupported``) and the library agrees with the other side,
+        the difference is that gap in the default pipeline's outputs, already judged: the rule says
+        ``unsupported``, not a finding of its own."""
+        if ctx.verdict is Outcome.UNSUPPORTED and agrees not in (None, "neither", "default", ctx.target_name):
+            return RuleResult(
+                self.name,
+                "unsupported",
+                distance=comparison.distance,
+                message=first_lines(
+                    f"{what}: {comparison.reason}; the library's reference agrees with {agrees}: the difference is "
+                    "the test's own coverage gap in the default pipeline's outputs",
+                    2000,
+                ),
+                agrees_with_reference=agrees,
+            )
         converter = converter_of(ctx.target, ctx.built)
         where = f"converter={converter}" if converter else ctx.built.instance.api
         note = f"; the library's reference agrees with {agrees}" if agrees else ""
