@@ -139,6 +139,28 @@ def test_batch_gaps_attribute_each_missing_op_to_its_own_part() -> None:
     assert target.batch_gaps(combined, "TVMError: something else") is None
 
 
+def test_a_conversion_failure_names_the_part_tvm_was_converting() -> None:
+    """TVM's importer converts node by node; the node of its loop's frame, when a batch's conversion
+    raises, belongs to one part (its module): that part runs alone, the rest is tried again."""
+    from opera.run.targets import get_target
+
+    target = get_target("tvm-torch")
+    template = get_template("torch")
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    insts = [
+        _torch_op("torch.nn.functional.relu", x),
+        _torch_op("torch.sigmoid", x),
+        OperatorInstance(library="torch", api="torch.as_strided", kind=InstanceKind.FUNCTION, args=(x, (2, 2), (1, 2)), source=Source(suite="t", test="s")),
+        _torch_op("torch.tanh", x),
+    ]
+    combined = template.combine([template.build(inst, 0) for inst in insts])
+    with pytest.raises(AssertionError, match="as_strided with non-contiguous stride") as raised:
+        target.convert(combined)
+    assert target.batch_culprits(raised.value) == {2}
+    assert target.batch_gaps(combined, f"AssertionError: {raised.value}") is None  # not the op check
+    assert target.batch_culprits(ValueError("raised elsewhere")) == set()
+
+
 def test_batch_must_be_positive(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(1))
     code = main(["run", str(corpus), "-t", "test-faults", "--store", str(tmp_path / "s.db"), "--batch", "0", "-q"])

@@ -151,6 +151,7 @@ class _BatchRun:
     alone: list[TestTask] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     last_attempt_s: float = 0.0  # how long the last failed build of a batch took
+    last_exception: BaseException | None = None  # what it raised (for ``batch_culprits``)
 
 
 def _bisect(parts: list[_Part], run: _BatchRun) -> None:
@@ -168,6 +169,7 @@ def _bisect(parts: list[_Part], run: _BatchRun) -> None:
         _bisect([p for p in parts if p not in gaps], run)
         return
     blamed = [p for p in parts if _blames(run.target, p, failure)]
+    blamed += [p for p in _culprits(parts, run) if p not in blamed]
     failing_operators(run.state).update(operator_name(p.task.instance.api) for p in blamed)
     if blamed and len(blamed) < len(parts):
         run.notes.append(f"a batch of {len(parts)} failed naming {len(blamed)} part(s): those run alone")
@@ -178,6 +180,19 @@ def _bisect(parts: list[_Part], run: _BatchRun) -> None:
     half = len(parts) // 2
     _bisect(parts[:half], run)
     _bisect(parts[half:], run)
+
+
+def _culprits(parts: list[_Part], run: _BatchRun) -> list[_Part]:
+    """The parts the target was converting when the batch's last build raised
+    (``Target.batch_culprits``); a wrong one only runs alone."""
+    exc, run.last_exception = run.last_exception, None
+    if exc is None:
+        return []
+    try:
+        found = run.target.batch_culprits(exc)
+    except Exception:
+        return []
+    return [parts[k] for k in sorted(found) if 0 <= k < len(parts)]
 
 
 def _blames(target: Any, part: _Part, failure: str) -> bool:
@@ -253,6 +268,7 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
     from opera.verdict.judge import judge_outputs
 
     target, state, report_stage = run.target, run.state, run.report_stage
+    run.last_exception = None
     combined = run.template.combine([p.built for p in parts])
     if combined is None:
         return "the parts cannot be combined"
@@ -266,6 +282,7 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
         outputs = target.run(compiled, [x.copy() for x in combined.inputs])
     except Exception as exc:  # which part failed, and how, is for each test alone to say
         run.last_attempt_s = time.perf_counter() - started
+        run.last_exception = exc
         return f"{type(exc).__name__}: {exc}"[:4000]
     if getattr(compiled, "masked_crash", None) is not None:
         return "the batch needed a fallback pipeline"

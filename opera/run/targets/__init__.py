@@ -106,7 +106,9 @@ class Target(abc.ABC):
     - ``batch_blames(built, arrays, failure)``: whether a failed batch's message names this part in
       the frontend's own words (``opera run --batch``);
     - ``batch_gaps(combined, failure)``: the exception each part's own conversion would raise, for
-      the parts whose coverage gap a failed batch shows exactly (the batch decides them).
+      the parts whose coverage gap a failed batch shows exactly (the batch decides them);
+    - ``batch_culprits(exc)``: the parts the frontend was converting when a batch's conversion
+      raised (they run alone, the rest is tried again).
     """
 
     name: str = ""  # e.g. "tvm-onnx"
@@ -199,6 +201,12 @@ class Target(abc.ABC):
         converting anything, so the part's own run cannot fail otherwise first. None: not known
         (the default; the batch is blamed or halved as before)."""
         return None
+
+    def batch_culprits(self, exc: BaseException) -> set[int]:
+        """The parts (by position in the combined model) whose conversion was under way when the
+        batch's conversion raised ``exc``: they run alone at once, and the rest of the batch is
+        tried again, instead of halving it. Default: none known."""
+        return set()
 
     def compile_variant(self, converted: Any, variant: str) -> Any:
         """``converted`` compiled another way that must give the outputs ``compile`` gives, for

@@ -354,6 +354,11 @@ class TvmTorchTarget(_TvmTarget):
         so found must be the ones the batch's message names, else nothing is decided."""
         return unconverted_parts(combined, failure, _tvm_torch_handlers())
 
+    def batch_culprits(self, exc: BaseException) -> set[int]:
+        """The part whose node TVM's importer was converting when the batch's conversion raised:
+        the ``node`` of ``_translate_fx_graph``'s frame in the traceback, by its module."""
+        return converting_parts(exc)
+
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         code = (
             TORCH_LOAD + "from tvm.relax.frontend.torch import from_exported_program\n"
@@ -684,7 +689,6 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
     of parts ``parts.<k>``) that has an ATen op without one of ``handlers``, with the
     AssertionError TVM's check raises on that part alone."""
     import ast
-    import re
 
     marker = "AssertionError: Unsupported function types "
     if marker not in failure:
@@ -698,14 +702,37 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
     for node in program.graph.nodes:
         if node.op != "call_function" or node.target.__name__ in handlers:
             continue
-        paths = [path for path, _ in (node.meta.get("nn_module_stack") or {}).values()]
-        owners = {int(m.group(1)) for p in paths if (m := re.match(r"parts\.(\d+)(\.|$)", p))}
-        if len(owners) != 1:  # not traced inside exactly one part: cannot say whose it is
+        owner = owning_part(node)
+        if owner is None:  # not traced inside exactly one part: cannot say whose it is
             return None
-        missing.setdefault(owners.pop(), set()).add(node.target.__name__)
+        missing.setdefault(owner, set()).add(node.target.__name__)
     if not missing or set().union(*missing.values()) != named:
         return None
     return {k: AssertionError(f"Unsupported function types {sorted(ops)}") for k, ops in missing.items()}
+
+
+def owning_part(node: Any) -> int | None:
+    """The part of a ``TorchTemplate.combine`` model an FX node was traced in (``parts.<k>`` in
+    its ``nn_module_stack``, kept through torch's decompositions); None unless exactly one."""
+    import re
+
+    paths = [path for path, _ in (getattr(node, "meta", {}).get("nn_module_stack") or {}).values()]
+    owners = {int(m.group(1)) for p in paths if (m := re.match(r"parts\.(\d+)(\.|$)", p))}
+    return owners.pop() if len(owners) == 1 else None
+
+
+def converting_parts(exc: BaseException) -> set[int]:
+    """For ``TvmTorchTarget.batch_culprits``: the parts owning the node of each
+    ``_translate_fx_graph`` frame of ``exc``'s traceback (the importer's loop over the nodes)."""
+    found: set[int] = set()
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "_translate_fx_graph":
+            owner = owning_part(tb.tb_frame.f_locals.get("node"))
+            if owner is not None:
+                found.add(owner)
+        tb = tb.tb_next
+    return found
 
 
 @functools.lru_cache(maxsize=1)
