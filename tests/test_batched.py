@@ -248,7 +248,7 @@ def test_gaps_a_batch_decides_do_not_keep_their_operator_out_of_batches(tmp_path
     from types import SimpleNamespace
 
     from opera.outcomes import Outcome, Stage, TestResult
-    from opera.run.batch import failing_operators, remember_failure
+    from opera.run.batch import failing_operators, gap_operators, remember_failure
     from opera.run.executors import TaskOutcome, TestTask
     from opera.run.runner import known_failing_operators
     from opera.run.targets import get_target
@@ -266,6 +266,7 @@ def test_gaps_a_batch_decides_do_not_keep_their_operator_out_of_batches(tmp_path
         results.append(result)
         remember_failure(state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result))
     assert failing_operators(state) == {"mm", "add"}
+    assert gap_operators(state) == {"unique"}  # its next tests are batched among themselves
     with ResultStore(tmp_path / "s.db") as store:
         first = store.create_run({}, tool_version="test", versions={}, corpus=[], planned=[])
         for result in results:

@@ -49,6 +49,17 @@ def failing_operators(state: Any) -> set[str]:
     return found
 
 
+def gap_operators(state: Any) -> set[str]:
+    """The operators whose tests were gaps a batch decides (``Target.batch_gaps``) in this worker:
+    their next tests are batched among themselves, so the parts that would pass are not exported
+    and decomposed once more after the gaps are decided."""
+    found: set[str] | None = getattr(state, "gap_operators", None)
+    if found is None:
+        found = set()
+        state.gap_operators = found
+    return found
+
+
 def known_failing(state: Any) -> frozenset[tuple[str, str]]:
     """The (target, operator) pairs that did not pass in the store's earlier runs
     (``WorkerSettings.batch_known_failing``, the runner's ``known_failing_operators``)."""
@@ -66,6 +77,7 @@ def remember_failure(state: Any, task: TestTask, outcome: TaskOutcome) -> None:
     if task.kind != "test" or result is None or result.outcome is Outcome.PASS:
         return
     if result.outcome is Outcome.UNSUPPORTED and decided_in_batch(state.target(task.target), result.message):
+        gap_operators(state).add(operator_name(task.instance.api))
         return
     failing_operators(state).add(operator_name(task.instance.api))
 
@@ -134,6 +146,11 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
             continue
         parts.append(_Part(task, built, pristine, reference, time.perf_counter() - started))
     run = _BatchRun(target, template, state, report_stage, alone=alone)
+    gaps_seen = gap_operators(state)
+    likely_gaps = [p for p in parts if operator_name(p.task.instance.api) in gaps_seen]
+    if len(likely_gaps) >= 2:  # one build decides them together; the rest gets a build of its own
+        _bisect(likely_gaps, run)
+        parts = [p for p in parts if p not in likely_gaps]
     _bisect(parts, run)
     alone.sort(key=lambda t: t.seq)
     return BatchOutcome(run.decided, alone, "; ".join(run.notes))
@@ -152,6 +169,7 @@ class _BatchRun:
     notes: list[str] = field(default_factory=list)
     last_attempt_s: float = 0.0  # how long the last failed build of a batch took
     last_exception: BaseException | None = None  # what it raised (for ``batch_culprits``)
+    last_combined: Any = None  # the combined model of the last build
 
 
 def _bisect(parts: list[_Part], run: _BatchRun) -> None:
@@ -244,7 +262,7 @@ def _decide_gaps(parts: list[_Part], failure: str, run: _BatchRun) -> list[_Part
     from opera.verdict.judge import judge_exception
 
     started = time.perf_counter()
-    combined = run.template.combine([p.built for p in parts])
+    combined = run.last_combined  # the model whose build failed (its conversion may have kept work)
     try:
         gaps = run.target.batch_gaps(combined, failure) if combined is not None else None
     except Exception:
@@ -259,6 +277,7 @@ def _decide_gaps(parts: list[_Part], failure: str, run: _BatchRun) -> list[_Part
         if result.outcome is Outcome.UNSUPPORTED:  # else its own run says what it is
             run.decided.append(TaskOutcome(part.task, result=result))
             decided.append(part)
+            gap_operators(run.state).add(operator_name(part.task.instance.api))
     return decided
 
 
@@ -269,7 +288,7 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
 
     target, state, report_stage = run.target, run.state, run.report_stage
     run.last_exception = None
-    combined = run.template.combine([p.built for p in parts])
+    combined = run.last_combined = run.template.combine([p.built for p in parts])
     if combined is None:
         return "the parts cannot be combined"
     started = time.perf_counter()

@@ -370,7 +370,14 @@ class TvmTorchTarget(_TvmTarget):
         from tvm.relax.frontend.torch import from_exported_program
 
         program = export_torch(built)
-        mod = from_exported_program(program, unwrap_unit_return_tuple=True)
+        if built.details.get("combined") and not _has_sparse_tensors(program):
+            # a batch: decompose here, as from_exported_program would, and keep the program for
+            # batch_gaps when the conversion fails on its op check (one decomposition, not two)
+            program = program.run_decompositions()
+            built.details["decomposed"] = program
+            mod = from_exported_program(program, unwrap_unit_return_tuple=True, run_ep_decomposition=False)
+        else:
+            mod = from_exported_program(program, unwrap_unit_return_tuple=True)
         return TvmModule(mod)
 
 
@@ -695,7 +702,7 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
         return None
     try:
         named = set(ast.literal_eval(failure.split(marker, 1)[1].splitlines()[0].strip()))
-        program = export_torch(combined).run_decompositions()
+        program = combined.details.get("decomposed") or export_torch(combined).run_decompositions()
     except Exception:
         return None
     missing: dict[int, set[str]] = {}
@@ -709,6 +716,22 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
     if not missing or set().union(*missing.values()) != named:
         return None
     return {k: AssertionError(f"Unsupported function types {sorted(ops)}") for k, ops in missing.items()}
+
+
+def _has_sparse_tensors(program: Any) -> bool:
+    """``from_exported_program`` does not decompose a program holding sparse tensors (its own
+    ``_has_sparse_tensors``): neither does a batch's conversion."""
+    import itertools
+
+    import torch
+
+    tensors = itertools.chain(
+        (t for _, t in program.named_buffers()),
+        (t for _, t in program.named_parameters()),
+        program.constants.values(),
+        program.tensor_constants.values(),
+    )
+    return any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in tensors)
 
 
 def owning_part(node: Any) -> int | None:
