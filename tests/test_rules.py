@@ -332,3 +332,21 @@ def test_a_rule_difference_that_is_the_tests_own_gap_is_unsupported_not_a_findin
     found = rules["paths"]
     assert found["outcome"] == "unsupported" and found["agrees_with_reference"] == "tvm-onnx"
     assert "the test's own coverage gap" in found["message"] and "signature" not in found
+
+
+def test_paths_compares_only_the_outputs_both_frontends_compute() -> None:
+    """torch.native_layer_norm through tvm-torch returns output 0 again for the mean and rstd, and
+    through torch.onnx.export tvm-onnx's LayerNormalization fills them with placeholders (both by
+    the frontends' own words, ``unimplemented_outputs``): the two paths differ only there, which is
+    no finding of ``paths`` (the whole-corpus torch run reported it as one)."""
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(1, 2, 3)
+    inst = OperatorInstance(
+        library="torch", api="torch.native_layer_norm", kind=InstanceKind.FUNCTION,
+        args=(x, (1, 2, 3), np.ones((1, 2, 3), np.float32), np.zeros((1, 2, 3), np.float32), 0.5),
+        source=Source(suite="t", test="native_layer_norm"),
+    )  # fmt: skip
+    outcome, rules = _rules_of(inst, "tvm-torch", ("paths",))
+    assert outcome is Outcome.UNSUPPORTED  # outputs 1 and 2 are the test's own gap
+    found = rules["paths"]
+    assert found["outcome"] == "pass", found
+    assert "agree on the outputs both compute" in found["message"] and "tvm-onnx:" in found["message"]
