@@ -350,3 +350,27 @@ def test_paths_compares_only_the_outputs_both_frontends_compute() -> None:
     found = rules["paths"]
     assert found["outcome"] == "pass", found
     assert "agree on the outputs both compute" in found["message"] and "tvm-onnx:" in found["message"]
+
+
+@pytest.mark.slow
+def test_a_rule_that_kills_the_worker_is_the_rules_crash_not_the_tests(tmp_path, capsys) -> None:
+    """OpenVINO's compile_model of a saved-and-read IR whose empty Constant has a 0-byte weights file
+    segfaults (bugs/ov-torch/rc-35124947ec): the default pipeline passes, only ``reload`` dies. The
+    test's own verdict stays ``pass``; ``reload`` gets a native crash signed with its name."""
+    inst = OperatorInstance(
+        library="torch", api="torch.floor_divide", kind=InstanceKind.FUNCTION,
+        args=(np.zeros((0, 1, 3), np.float32), np.zeros((0, 10, 3), np.float32)),
+        source=Source(suite="t", test="floor_divide"),
+    )  # fmt: skip
+    corpus = write(tmp_path / "c.jsonl", [inst])
+    store = tmp_path / "s.db"
+    args = ["run", str(corpus), "-t", "ov-torch", "--oracle", "reload", "--store", str(store), "--workers", "1", "--no-verify", "-q"]
+    assert main(args) in (0, 1)
+    capsys.readouterr()
+    with ResultStore(store) as db:
+        (result,) = list(db.iter_results(1))
+        (rule,) = db.rule_results(1)
+    assert result.outcome is Outcome.PASS and result.signature is None
+    assert rule.rule == "reload" and rule.outcome == "crash"
+    assert rule.signature == "native-crash:ov-torch:rule=reload:torch.floor_divide:SIGSEGV"
+    assert "in rule reload; the test's own verdict stands" in rule.message

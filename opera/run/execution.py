@@ -14,6 +14,7 @@ memory blow-ups cannot be caught here: the executor watching the worker records 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import time
@@ -49,6 +50,7 @@ __all__ = [
     "WorkerState",
     "dead_worker_result",
     "execute_task",
+    "rule_death_result",
     "instance_size",
     "invalid_result",
     "warm_up_instance",
@@ -90,6 +92,24 @@ def dead_worker_result(task: TestTask, cause: str, stage: Stage, duration: float
         duration=duration,
         message=message,
     )
+
+
+def rule_death_result(partial: TestResult, rule: str, cause: str, duration: float, message: str) -> TestResult:
+    """The verdict for a test whose worker died (``cause``: a signal name, ``memory``) or hung
+    (``timeout``) inside one of the run's rules: the test's own verdict stands (``partial``, sent
+    before the rule began, with the rules done), and the rule gets a crash of its own, signed like
+    a native crash with the rule's name (``native-crash:<target>:rule=<name>:<api>:<cause>``)."""
+    kind = "timeout" if cause == "timeout" else "native-crash"
+    signature = f"{kind}:{partial.target}:rule={rule}:{partial.api}" + ("" if kind == "timeout" else f":{cause}")
+    rules = dict(partial.extra.get("rules") or {})
+    rules[rule] = {
+        "rule": rule,
+        "outcome": "crash",
+        "signature": signature,
+        "message": first_lines(f"the worker died ({cause}) in rule {rule}; the test's own verdict stands: {message}", 2000),
+        "duration": max(0.0, duration - partial.duration),
+    }
+    return dataclasses.replace(partial, duration=duration, extra={**partial.extra, "rules": rules})
 
 
 @dataclass
@@ -195,10 +215,17 @@ def _copies(arrays: list[Any]) -> list[Any]:
     return [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
 
 
-def execute_task(task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]) -> TaskOutcome:
+def execute_task(
+    task: TestTask,
+    state: WorkerState,
+    report_stage: Callable[[Stage], None],
+    report_rule: Callable[[str, TestResult], None] | None = None,
+) -> TaskOutcome:
+    """One task in a worker. ``report_rule(name, result so far)``: told before each rule of the
+    run's oracles, with the test's own verdict and the rules done (``rule_death_result``)."""
     if task.kind == "reproduce":
         return TaskOutcome(task, reproducer=_reproduce_only(task, state))
-    result, context = _execute_test(task, state, report_stage)
+    result, context = _execute_test(task, state, report_stage, report_rule)
     reproducer = None
     if result.is_failure and state.settings.reproducer_dir and context is not None:
         reproducer = _write_reproducer(task, state, result, context)
@@ -231,7 +258,10 @@ def library_reference(inst: OperatorInstance, state: WorkerState) -> tuple[Any, 
 
 
 def _execute_test(
-    task: TestTask, state: WorkerState, report_stage: Callable[[Stage], None]
+    task: TestTask,
+    state: WorkerState,
+    report_stage: Callable[[Stage], None],
+    report_rule: Callable[[str, TestResult], None] | None = None,
 ) -> tuple[TestResult, _Context | None]:
     from opera.run.targets import ArtifactError, HarnessError
 
@@ -312,7 +342,14 @@ def _execute_test(
         wrapped.__cause__ = exc
         return _harness_error(finish, Stage.COMPARE, wrapped, task.target), context
     if state.settings.rules:
-        rules = _run_rules(state, target, built, converted, compiled, pristine, reference, outputs, result)
+
+        def before(name: str, done: dict[str, dict[str, Any]], _result: TestResult = result) -> None:
+            if report_rule is not None:
+                partial = dataclasses.replace(_result, extra={**_result.extra, "rules": done})
+                partial.duration = time.perf_counter() - started
+                report_rule(name, partial)
+
+        rules = _run_rules(state, target, built, converted, compiled, pristine, reference, outputs, result, before)
         result.extra["rules"] = rules
         result.duration = time.perf_counter() - started
     return result, context
@@ -328,6 +365,7 @@ def _run_rules(
     reference: list[np.ndarray],
     outputs: list[np.ndarray],
     result: TestResult,
+    before: Callable[[str, dict[str, dict[str, Any]]], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The run's metamorphic/differential rules on a test whose default pipeline gave outputs."""
     from opera.run.rules import RuleContext, run_rules
@@ -353,7 +391,7 @@ def _run_rules(
         values_comparable=comparable and not state.oracle.is_random(inst.api),
         undefined=judge_undefined_values(state.oracle, built, pristine, reference),
     )
-    return run_rules(state.settings.rules, ctx)
+    return run_rules(state.settings.rules, ctx, before)
 
 
 def _masked_crash(

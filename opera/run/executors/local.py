@@ -134,7 +134,12 @@ def _worker_main(
             if task.kind == "batch":
                 outcome = _execute_batch(task, state, conn)
             else:
-                outcome = execute_task(task, state, lambda stage: conn.send(("stage", stage.value)))
+                outcome = execute_task(
+                    task,
+                    state,
+                    lambda stage: conn.send(("stage", stage.value)),
+                    lambda rule, partial: conn.send(("rule", (rule, partial))),
+                )
                 if settings.batch_targets:
                     remember_failure(state, task, outcome)
         except (BrokenPipeError, EOFError):
@@ -195,6 +200,12 @@ class _Slot:
     rss_peak: int = 0
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    rule: tuple[str, Any] | None = None  # the rule under way, with the test's result so far
+
+
+def _where(slot: _Slot) -> str:
+    """What the worker was doing: its stage, or the rule under way (after the test's own verdict)."""
+    return f"rule {slot.rule[0]}" if slot.rule is not None else slot.stage.value
 
 
 def _confirmed(outcome: TaskOutcome) -> TaskOutcome:
@@ -346,7 +357,7 @@ class LocalExecutor:
                 if slot.process is not None:
                     self._kill(slot)
                 self._start(slot)
-            slot.task, slot.affinity, slot.stage = task, task.target, Stage.REFERENCE
+            slot.task, slot.affinity, slot.stage, slot.rule = task, task.target, Stage.REFERENCE, None
             now = time.monotonic()
             slot.started = now
             slot.deadline = now + (self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s)
@@ -399,6 +410,8 @@ class LocalExecutor:
                 slot.deadline = now + self.settings.timeout_s
             elif kind == "stage":
                 slot.stage = Stage(payload)
+            elif kind == "rule":
+                slot.rule = payload
             elif kind == "done":
                 slot.tasks_done += 1
                 slot.tests_in_process += 1
@@ -426,7 +439,7 @@ class LocalExecutor:
                     self._warm_up_op_failed(slot, f"died ({_exit_cause(slot.process.exitcode)})")
                 elif slot.task is not None:
                     cause = _exit_cause(slot.process.exitcode)
-                    self._fail(slot, cause, f"worker died ({cause}) during {slot.stage.value}")
+                    self._fail(slot, cause, f"worker died ({cause}) during {_where(slot)}")
                 else:
                     self._kill(slot)
                 continue
@@ -443,7 +456,7 @@ class LocalExecutor:
                 self._fail(
                     slot,
                     "timeout",
-                    f"no verdict after {limit:g} s (during {slot.stage.value}); worker killed",
+                    f"no verdict after {limit:g} s (during {_where(slot)}); worker killed",
                 )
                 continue
             if check_memory:
@@ -457,7 +470,7 @@ class LocalExecutor:
                             slot,
                             "memory",
                             f"worker memory {rss / 2**20:.0f} MiB over the limit "
-                            f"{self.settings.max_rss_bytes / 2**20:.0f} MiB during {slot.stage.value}; worker killed",  # type: ignore[operator]
+                            f"{self.settings.max_rss_bytes / 2**20:.0f} MiB during {_where(slot)}; worker killed",  # type: ignore[operator]
                         )
 
     def _warm_up_op_to_blame(self, slot: _Slot) -> bool:
@@ -493,10 +506,11 @@ class LocalExecutor:
             raise OperaError(f"worker processes exit at start-up (exit code {code}){where}")
 
     def _fail(self, slot: _Slot, cause: str, message: str) -> None:
-        from opera.run.execution import dead_worker_result
+        from opera.run.execution import dead_worker_result, rule_death_result
 
-        task = slot.task
+        task, rule = slot.task, slot.rule
         assert task is not None
+        slot.rule = None
         duration = time.monotonic() - slot.started
         warm = slot.tests_in_process > 0
         self._kill(slot)
@@ -512,8 +526,10 @@ class LocalExecutor:
         if task.kind == "test":
             if task.confirm is not None:
                 message = f"{message}, alone in a fresh worker (a first worker: {task.confirm})"
-            self._finished.append(
-                TaskOutcome(task, result=dead_worker_result(task, cause, slot.stage, duration, message))
-            )
+            if rule is not None:  # inside a rule: the rule's crash; the test's own verdict stands
+                result = rule_death_result(rule[1], rule[0], cause, duration, message)
+            else:
+                result = dead_worker_result(task, cause, slot.stage, duration, message)
+            self._finished.append(TaskOutcome(task, result=result))
         else:  # a reproducer request that itself failed: nothing to record
             self._finished.append(TaskOutcome(task, reproducer=None, extra={"failed": cause}))

@@ -289,13 +289,19 @@ def parse_oracles(text: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def run_rules(names: Sequence[str], ctx: RuleContext) -> dict[str, dict[str, Any]]:
+def run_rules(
+    names: Sequence[str], ctx: RuleContext, before: Callable[[str, dict[str, dict[str, Any]]], None] | None = None
+) -> dict[str, dict[str, Any]]:
     """Run each named rule on the test; ``{rule: RuleResult.to_dict()}``. A rule's own failure
-    never stops the others, and never changes the test's verdict."""
+    never stops the others, and never changes the test's verdict. ``before(name, done so far)``
+    is told each rule before it runs (the local executor keeps it: a rule that kills the worker is
+    that rule's native crash, not the test's)."""
     from opera.run.targets import NotApplicable
 
     out: dict[str, dict[str, Any]] = {}
     for name in names:
+        if before is not None:
+            before(name, dict(out))
         started = time.perf_counter()
         try:
             result = RULES.get(name)().check(ctx)
