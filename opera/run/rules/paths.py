@@ -124,7 +124,8 @@ class PathsRule(Rule):
             raise NotApplicable(f"{other_name} is not available: {reason}")
         onnx_built.inputs = ctx.fresh_inputs()
         try:
-            outputs = other.run(other.compile(other.convert(onnx_built)), ctx.fresh_inputs())
+            compiled = other.compile(other.convert(onnx_built))
+            outputs = other.run(compiled, ctx.fresh_inputs())
         except Exception as exc:
             from opera.run.targets import HarnessError
 
@@ -135,21 +136,31 @@ class PathsRule(Rule):
         comparison = ctx.compare(ctx.outputs, outputs)
         if comparison.consistent:
             return self.passed(comparison, f"{ctx.target_name} and {other_name} agree")
-        theirs, skipped = _computed_outputs(ctx, other, onnx_built, outputs)
+        skip, skipped = _not_computed(ctx, other, onnx_built)
+        theirs = _masked(ctx, outputs, skip)
         if skipped:  # outputs a frontend says it does not compute (placeholders) are not compared
             comparison = ctx.compare(ctx.outputs, theirs)
             if comparison.consistent:
                 return self.passed(comparison, f"{ctx.target_name} and {other_name} agree on the outputs both compute ({skipped})")
             outputs = theirs
+        # either path disagreeing with itself on another run (uninitialized memory) is no judge
+        again = [(ctx.outputs, ctx.target.run(ctx.compiled, ctx.fresh_inputs()))]
+        again.append((outputs, _masked(ctx, other.run(compiled, ctx.fresh_inputs()), skip)))
+        if any(not ctx.compare(first, second).consistent for first, second in again):
+            return RuleResult(
+                self.name,
+                "nondeterministic",
+                distance=comparison.distance,
+                message=f"{ctx.target_name} or {other_name} disagrees with itself on another run; {comparison.reason}"[:2000],
+            )
         agrees = which_agrees(ctx, ctx.outputs, outputs, (ctx.target_name, other_name))
         return self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
 
 
-def _computed_outputs(ctx: RuleContext, other: Any, onnx_built: Any, outputs: list[Any]) -> tuple[list[Any], str]:
-    """The ONNX path's outputs with the positions either frontend says it does not compute
-    (``Target.unimplemented_outputs``: TVM's ``native_layer_norm`` returns output 0 again for the
-    mean and rstd, its ONNX ``LayerNormalization`` fills them with placeholders) taken from the
-    torch path, so only what both compute is compared; and why ("" when none)."""
+def _not_computed(ctx: RuleContext, other: Any, onnx_built: Any) -> tuple[set[int], str]:
+    """The output positions either frontend says it does not compute (``Target.unimplemented_outputs``:
+    TVM's ``native_layer_norm`` returns output 0 again for the mean and rstd, its ONNX
+    ``LayerNormalization`` fills them with placeholders), and why ("" when none)."""
     skip: set[int] = set()
     reasons: list[str] = []
     for target, built in ((ctx.target, ctx.built), (other, onnx_built)):
@@ -160,6 +171,12 @@ def _computed_outputs(ctx: RuleContext, other: Any, onnx_built: Any, outputs: li
         if found:
             skip |= set(found[0])
             reasons.append(f"{target.name}: {found[1]}")
+    return skip, "; ".join(reasons)
+
+
+def _masked(ctx: RuleContext, outputs: list[Any], skip: set[int]) -> list[Any]:
+    """The ONNX path's outputs with the positions in ``skip`` taken from the torch path, so only
+    what both frontends compute is compared."""
     if not skip or len(outputs) != len(ctx.outputs):
-        return list(outputs), ""
-    return [ctx.outputs[k] if k in skip else value for k, value in enumerate(outputs)], "; ".join(reasons)
+        return list(outputs)
+    return [ctx.outputs[k] if k in skip else value for k, value in enumerate(outputs)]
