@@ -374,3 +374,28 @@ def test_a_rule_that_kills_the_worker_is_the_rules_crash_not_the_tests(tmp_path,
     assert rule.rule == "reload" and rule.outcome == "crash"
     assert rule.signature == "native-crash:ov-torch:rule=reload:torch.floor_divide:SIGSEGV"
     assert "in rule reload; the test's own verdict stands" in rule.message
+
+
+def test_compilers_do_not_vote_on_a_model_that_draws_random_numbers() -> None:
+    """multi_head_attention_forward in training mode applies dropout (aten.dropout, tagged
+    nondeterministic_seeded): its references disagree (nondeterministic) because of the random
+    mask, so the compilers need not agree either (the torch rules run had inductor-torch 'outvoted')."""
+    from opera.corpus import CorpusReader
+    from opera.run.rules import RuleContext, run_rules
+    from opera.run.targets import get_target
+    from opera.templates import get_template
+    from opera.verdict.oracles import load_oracle_config
+    from opera.verdict.unsupported import load_unsupported
+
+    (inst,) = [i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "12edeb8455b930cb3e38"]
+    assert inst.api == "torch.nn.functional.multi_head_attention_forward"
+    template = get_template("torch")
+    built = template.build(inst, 0)
+    reference = template.reference(built)
+    ctx = RuleContext(
+        target=get_target("inductor-torch"), built=built, converted=None, compiled=None, inputs=list(built.inputs), reference=reference,
+        outputs=reference, verdict=Outcome.NONDETERMINISTIC, oracle=load_oracle_config(None), unsupported=load_unsupported(None),
+        build=lambda i: template.build(i, 0), values_comparable=False,
+    )  # fmt: skip
+    found = run_rules(["compilers"], ctx)["compilers"]
+    assert found["outcome"] == "not-applicable" and "draws random numbers" in found["message"], found
