@@ -399,3 +399,18 @@ def test_compilers_do_not_vote_on_a_model_that_draws_random_numbers() -> None:
     )  # fmt: skip
     found = run_rules(["compilers"], ctx)["compilers"]
     assert found["outcome"] == "not-applicable" and "draws random numbers" in found["message"], found
+
+
+def test_paths_does_not_apply_to_an_export_onnx_checker_rejects() -> None:
+    """torch.onnx exports max_pool3d with ceil_mode as MaxPool at opset 20 declaring torch's output
+    size, which MaxPool-12's formula (and strict shape inference) does not give; onnxruntime follows
+    torch's rule anyway. Such an export is not a valid ONNX model: paths does not apply (the torch
+    rules run called OpenVINO wrong there, computing the opset's size)."""
+    from opera.corpus import CorpusReader
+
+    (inst,) = [i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "2c0db7d6622e8bf01d29"]
+    assert inst.api == "torch.nn.functional.max_pool3d"
+    outcome, rules = _rules_of(inst, "ov-torch", ("paths",))
+    assert outcome is Outcome.PASS
+    found = rules["paths"]
+    assert found["outcome"] == "not-applicable" and "is not a valid ONNX model" in found["message"], found

@@ -57,6 +57,19 @@ def export_keras_onnx(built: Any) -> Any:
     return proto
 
 
+def _invalid_onnx(proto: Any) -> str:
+    """Why ``onnx.checker`` with ``full_check`` (strict shape inference) rejects the export; ""
+    when it accepts it. onnxruntime alone is no proof: it follows torch's MaxPool output-size rule
+    at opsets whose MaxPool computes another size, and the exporter declares torch's size."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return ""
+
+
 def _changed_input_types(proto: Any, inputs: list[Any]) -> str:
     """The exported graph inputs whose element type is not the model input's (tf2onnx writes a
     bfloat16 input as float16): such an export is another model."""
@@ -101,6 +114,9 @@ class PathsRule(Rule):
             proto = export(ctx.built)
         except Exception as exc:
             raise NotApplicable(f"{exporter} rejects the model: {type(exc).__name__}: {exc}"[:400]) from None
+        invalid = _invalid_onnx(proto)
+        if invalid:  # e.g. MaxPool-12 with ceil_mode declaring torch's output size, not ONNX's
+            raise NotApplicable(f"the {exporter} export is not a valid ONNX model (onnx.checker, full_check): {invalid}"[:400])
         names = graph_input_names(proto)
         if len(names) != len(ctx.inputs):
             raise NotApplicable(f"the exported model has inputs {names} for {len(ctx.inputs)} {library} inputs")
