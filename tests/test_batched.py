@@ -161,6 +161,33 @@ def test_a_conversion_failure_names_the_part_tvm_was_converting() -> None:
     assert target.batch_culprits(ValueError("raised elsewhere")) == set()
 
 
+def test_a_part_that_draws_random_numbers_runs_alone() -> None:
+    """multi_head_attention_forward in training mode applies dropout (``native_dropout`` in the
+    decomposed program, tagged nondeterministic_seeded) although the random list does not name it:
+    its two reference runs may agree by chance, so a batch would decide ``pass`` where a single run
+    says ``nondeterministic``. The batch sends it alone; the other parts are decided."""
+    from opera.corpus import CorpusReader
+    from opera.run.batch import execute_batch
+    from opera.run.execution import WorkerState
+    from opera.run.executors import TestTask, WorkerSettings
+
+    corpus = Path(__file__).resolve().parents[1] / "harvested" / "torch.jsonl.gz"
+    (attention,) = [i for i in CorpusReader([corpus]) if i.id == "aaa5705e2022136a98b0"]
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    insts = [_torch_op("torch.nn.functional.relu", x), attention, _torch_op("torch.sigmoid", x), _torch_op("torch.tanh", x)]
+    state = WorkerState(WorkerSettings(seed=0))
+    tasks = [TestTask(k, inst, "tvm-torch") for k, inst in enumerate(insts)]
+    template = get_template("torch")
+    combined = template.combine([template.build(inst, 0) for inst in insts])
+    target = state.target("tvm-torch")
+    target.convert(combined)  # the batch's conversion keeps the decomposed program
+    assert target.batch_random_parts(combined) == {1}  # the attention's native_dropout, nothing else
+    outcome = execute_batch(tasks, state, lambda stage: None)
+    assert [t.instance.id for t in outcome.alone] == [attention.id]
+    assert sorted(o.task.seq for o in outcome.decided) == [0, 2, 3]
+    assert all(o.result is not None and o.result.outcome.value == "pass" for o in outcome.decided)
+
+
 def test_batch_must_be_positive(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(1))
     code = main(["run", str(corpus), "-t", "test-faults", "--store", str(tmp_path / "s.db"), "--batch", "0", "-q"])

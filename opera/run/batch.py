@@ -40,8 +40,9 @@ def operator_name(api: str) -> str:
 
 
 def failing_operators(state: Any) -> set[str]:
-    """The operators that did not pass in this worker so far (its history): a batch holding one
-    would most likely fail as a whole, so such tests run alone from the start."""
+    """The operators that did not pass in this worker so far (its history), or drew random numbers
+    in a batch (``Target.batch_random_parts``): a batch holding one would most likely fail as a
+    whole, or not decide it, so such tests run alone from the start."""
     found: set[str] | None = getattr(state, "failing_operators", None)
     if found is None:
         found = set()
@@ -308,12 +309,20 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
     counts = [len(p.reference) for p in parts]
     if len(outputs) != sum(counts):
         return f"{len(outputs)} outputs for {sum(counts)} expected"
+    try:
+        drawing = target.batch_random_parts(combined)
+    except Exception:
+        drawing = set()
     share = (time.perf_counter() - started) / len(parts)
     report_stage(Stage.COMPARE)
     start = 0
-    for part, count in zip(parts, counts, strict=True):
+    for k, (part, count) in enumerate(zip(parts, counts, strict=True)):
         mine = outputs[start : start + count]
         start += count
+        if k in drawing:  # random draws decide its verdict: as a single test's, alone
+            failing_operators(state).add(operator_name(part.task.instance.api))
+            run.alone.append(part.task)
+            continue
         try:
             result = judge_outputs(state.oracle, target, part.built, part.pristine, part.reference, mine, None, _finisher(part, len(parts), share))
         except Exception:

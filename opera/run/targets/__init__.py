@@ -108,7 +108,9 @@ class Target(abc.ABC):
     - ``batch_gaps(combined, failure)``: the exception each part's own conversion would raise, for
       the parts whose coverage gap a failed batch shows exactly (the batch decides them);
     - ``batch_culprits(exc)``: the parts the frontend was converting when a batch's conversion
-      raised (they run alone, the rest is tried again).
+      raised (they run alone, the rest is tried again);
+    - ``batch_random_parts(combined)``: the parts of a built batch that draw random numbers (they
+      run alone: their verdict depends on the library's random draws).
     """
 
     name: str = ""  # e.g. "tvm-onnx"
@@ -206,6 +208,13 @@ class Target(abc.ABC):
         """The parts (by position in the combined model) whose conversion was under way when the
         batch's conversion raised ``exc``: they run alone at once, and the rest of the batch is
         tried again, instead of halving it. Default: none known."""
+        return set()
+
+    def batch_random_parts(self, combined: SingleOpModel) -> set[int]:
+        """The parts of a combined model, after its conversion, that draw random numbers inside
+        (an operator the random list does not name: dropout in training mode within
+        ``multi_head_attention_forward``). They run alone, so their verdict is decided as a single
+        test's. Default: none known."""
         return set()
 
     def compile_variant(self, converted: Any, variant: str) -> Any:

@@ -354,6 +354,21 @@ class TvmTorchTarget(_TvmTarget):
         so found must be the ones the batch's message names, else nothing is decided."""
         return unconverted_parts(combined, failure, _tvm_torch_handlers())
 
+    def batch_random_parts(self, combined: SingleOpModel) -> set[int]:
+        """The parts owning an ATen op tagged ``nondeterministic_seeded`` in the decomposed program
+        the batch's conversion kept (``native_dropout`` of a training-mode attention)."""
+        import torch
+
+        program = combined.details.get("decomposed")
+        if program is None:
+            return set()
+        found = {
+            owning_part(node)
+            for node in program.graph.nodes
+            if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+        }
+        return {k for k in found if k is not None}
+
     def batch_culprits(self, exc: BaseException) -> set[int]:
         """The part whose node TVM's importer was converting when the batch's conversion raised:
         the ``node`` of ``_translate_fx_graph``'s frame in the traceback, by its module."""
