@@ -414,3 +414,46 @@ def test_paths_does_not_apply_to_an_export_onnx_checker_rejects() -> None:
     assert outcome is Outcome.PASS
     found = rules["paths"]
     assert found["outcome"] == "not-applicable" and "is not a valid ONNX model" in found["message"], found
+
+
+def test_paths_judges_each_node_of_the_export_for_the_onnx_frontends_gaps() -> None:
+    """torch.onnx exports ``linalg.norm`` as ReduceSum, Pow(x, int64 -1 ...) at opset 20: Pow-15
+    types base and exponent apart, TVM's only Pow converter is ``_impl_v7`` (one type T), the judged
+    gap rc-af8c595f10. The export's Pow is not its first node; the schema checks now read every
+    node, so ``paths`` says ``unsupported`` (the torch rules run filed it as a crash)."""
+    from opera.corpus import CorpusReader
+
+    (inst,) = [i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "833192c56a7f737f5511"]
+    assert inst.api == "torch.linalg.norm"
+    outcome, rules = _rules_of(inst, "tvm-torch", ("paths",))
+    assert outcome is Outcome.PASS
+    found = rules["paths"]
+    assert found["outcome"] == "unsupported", found
+    assert "Pow node:" in found["message"] and "Pow._impl_v7" in found["message"], found
+
+
+def test_onnx_targets_read_every_node_of_a_multi_node_model_for_gaps() -> None:
+    """The ONNX targets' ``unimplemented_feature`` names the node of a multi-node model that uses
+    what their converters do not implement, and says nothing of a model whose nodes they all do."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from opera.run.targets import get_target
+    from opera.templates import SingleOpModel
+
+    def model(exponent: int) -> onnx.ModelProto:
+        nodes = [helper.make_node("Abs", ["x"], ["a"]), helper.make_node("Pow", ["a", "e"], ["y"])]
+        graph = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+            [helper.make_tensor("e", exponent, [], [2])],
+        )  # fmt: skip
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+    inst = _onnx("Abs", np.ones(3, np.float32))
+    tvm = get_target("tvm-onnx")
+    mixed = SingleOpModel(inst, model(TensorProto.INT64), [np.ones(3, np.float32)], ["x"])
+    gap = tvm.unimplemented_feature(mixed)
+    assert gap is not None and gap.startswith("Pow node:") and "_impl_v7" in gap, gap
+    same = SingleOpModel(inst, model(TensorProto.FLOAT), [np.ones(3, np.float32)], ["x"])
+    assert tvm.unimplemented_feature(same) is None

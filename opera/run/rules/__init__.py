@@ -35,7 +35,7 @@ import numpy as np
 from opera.model import OperatorInstance
 from opera.outcomes import Outcome
 from opera.registry import Registry
-from opera.verdict.judge import first_lines, input_dtypes, traceback_text
+from opera.verdict.judge import first_lines, input_dtypes, traceback_text, unimplemented
 from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs
 from opera.verdict.signature import converter_of, target_crash_signature
 from opera.verdict.undefined import Undefinedness, mask_undefined
@@ -147,14 +147,20 @@ class Rule(abc.ABC):
     def passed(self, comparison: Comparison | None = None, message: str = "") -> RuleResult:
         return RuleResult(self.name, "pass", distance=comparison.distance if comparison else None, message=message)
 
-    def crashed(self, ctx: RuleContext, exc: BaseException, where: str, via: Any = None) -> RuleResult:
+    def crashed(
+        self, ctx: RuleContext, exc: BaseException, where: str, via: Any = None, via_built: Any = None
+    ) -> RuleResult:
         """The compiler raised on the variant where the default pipeline did not: a crash of the
-        rule (or ``unsupported`` in the target's own words). ``via``: the other target the variant
-        went through (``paths``), whose frames and patterns judge the exception; its name joins the
-        signature, which stays one of the test's target."""
+        rule (or ``unsupported`` in the target's own words, or where its code shows it does not
+        implement a feature ``via_built`` uses). ``via``: the other target the variant went through
+        (``paths``) with the model it was given, whose frames, patterns and gaps judge the
+        exception; its name joins the signature, which stays one of the test's target."""
         crashed_on = via if via is not None else ctx.target
         if isinstance(exc, Exception) and ctx.unsupported.match(exc, crashed_on.name, crashed_on.compiler) is not None:
             return RuleResult(self.name, "unsupported", message=first_lines(f"{where}: {exc}", 2000))
+        gap = unimplemented(via, via_built) if via is not None else None
+        if isinstance(exc, Exception) and gap is not None:
+            return RuleResult(self.name, "unsupported", message=first_lines(f"{where}: {gap}; {exc}", 2000))
         kind, _, rest = target_crash_signature(exc, crashed_on.name, crashed_on).split(":", 2)
         through = f"{via.name}:" if via is not None else ""
         return RuleResult(

@@ -21,7 +21,39 @@ from typing import Any
 
 from opera.templates.onnx_template import schema_at
 
-__all__ = ["newer_features", "newer_than", "newest_version_types", "split_type_params", "widened_domain"]
+__all__ = [
+    "newer_features",
+    "newer_than",
+    "newest_version_types",
+    "node_views",
+    "split_type_params",
+    "widened_domain",
+]
+
+
+def node_views(model: Any) -> list[Any]:
+    """The model itself when it has one node; else one view per node: a copy of the model whose
+    graph holds only that node, with every value's type from shape inference, so that a check
+    written for a single-op model (the schema checks here, a converter's unread attributes) sees
+    each node of a multi-node model such as an exporter's (the ``paths`` rule: torch.onnx's
+    ``linalg.norm`` is a ``Pow`` with an int64 exponent after a ``ReduceSum``). A view is for
+    reading, not a valid model (its graph's outputs are the model's)."""
+    import onnx
+
+    if len(model.graph.node) <= 1:
+        return [model]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # a model shape inference rejects still has its declared types
+        inferred = model
+    views = []
+    for node in inferred.graph.node:
+        view = onnx.ModelProto()
+        view.CopyFrom(inferred)
+        del view.graph.node[:]
+        view.graph.node.append(node)
+        views.append(view)
+    return views
 
 
 
