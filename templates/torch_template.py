@@ -421,10 +421,15 @@ class TorchTemplate(Template):
         model = built.model
         constants = model.constants() if isinstance(model, CallWithConstants) else {}
         saved = {name: tensor.clone() for name, tensor in constants.items()}
+        state = torch.random.get_rng_state()
         with torch.no_grad():
             try:
                 return flatten_outputs(model(*torch_inputs(built)))
             finally:
+                # whether the run drew from torch's generator, whatever the API's name says (the
+                # dropout of a training-mode multi_head_attention_forward): a batch cannot keep
+                # such a part's draws what they are alone (opera/run/batch.py)
+                built.details["draws_random"] = not torch.equal(state, torch.random.get_rng_state())
                 # an operator that writes into a constant (batch_norm's running statistics in
                 # training mode) must leave it as built: the second reference run and the
                 # compilers start from the same values

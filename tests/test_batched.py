@@ -188,6 +188,38 @@ def test_a_part_that_draws_random_numbers_runs_alone() -> None:
     assert all(o.result is not None and o.result.outcome.value == "pass" for o in outcome.decided)
 
 
+def test_a_part_whose_reference_draws_random_numbers_runs_alone_on_any_target(monkeypatch) -> None:
+    """The torch template notes whether the reference run drew from torch's generator, whatever the
+    API: fractional_max_pool2d draws its pooling offsets (the random list does not name it). On a
+    constant input its two reference runs agree, as the training-mode attention's did by chance in
+    the batch benchmark. A batch on ov-torch, which keeps no decomposed program to look into (no
+    ``batch_random_parts``), sends it alone without building it into any batch."""
+    from opera.run.batch import execute_batch
+    from opera.run.execution import WorkerState
+    from opera.run.executors import TestTask, WorkerSettings
+
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    pool = OperatorInstance(
+        library="torch", api="torch.nn.functional.fractional_max_pool2d", kind=InstanceKind.FUNCTION,
+        args=(np.ones((1, 1, 6, 6), np.float32),), kwargs={"kernel_size": 2, "output_size": (3, 3)},
+        source=Source(suite="t", test="fractional_max_pool2d"),
+    )  # fmt: skip
+    template = get_template("torch")
+    for inst, draws in ((pool, True), (_torch_op("torch.nn.functional.relu", x), False)):
+        built = template.build(inst, 0)
+        template.reference(built)
+        assert built.details["draws_random"] is draws
+    combined: list[list[str]] = []  # the parts of every model the batch built (a spy, not a stand-in)
+    real_combine = type(template).combine
+    monkeypatch.setattr(type(template), "combine", lambda self, parts: combined.append([p.instance.id for p in parts]) or real_combine(self, parts))
+    insts = [_torch_op("torch.nn.functional.relu", x), pool, _torch_op("torch.sigmoid", x)]
+    state = WorkerState(WorkerSettings(seed=0))
+    outcome = execute_batch([TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)], state, lambda stage: None)
+    assert [t.instance.id for t in outcome.alone] == [pool.id]
+    assert sorted(o.task.seq for o in outcome.decided) == [0, 2]
+    assert combined and not any(pool.id in parts for parts in combined)
+
+
 def test_batch_must_be_positive(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(1))
     code = main(["run", str(corpus), "-t", "test-faults", "--store", str(tmp_path / "s.db"), "--batch", "0", "-q"])

@@ -8,7 +8,8 @@ compiles and runs that once, and judges each part's outputs against its own refe
 
 A batch decides passes, and the coverage gaps a target can attribute exactly. A part whose
 outputs pass is recorded as passing; every other test (its reference failed or disagreed with
-itself, it is a random operator, its part was inconsistent) goes back to the queue to run alone, so
+itself, it is a random operator or its reference drew from torch's generator, its part was
+inconsistent) goes back to the queue to run alone, so
 its verdict, signature, stage and reproducer are exactly those of a single run. A batch that fails
 as a whole to convert, compile or run (one part the compiler rejects) first asks the target which
 parts' own conversions would fail on a gap (``Target.batch_gaps``: TVM's torch frontend checks
@@ -140,6 +141,7 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
             continue
         if (
             not again.consistent
+            or built.details.get("draws_random")  # its reference drew random numbers
             or not all(isinstance(x, np.ndarray) for x in pristine)
             or judge_domain(state.oracle, built, pristine, reference) is not None
         ):
