@@ -457,3 +457,29 @@ def test_onnx_targets_read_every_node_of_a_multi_node_model_for_gaps() -> None:
     assert gap is not None and gap.startswith("Pow node:") and "_impl_v7" in gap, gap
     same = SingleOpModel(inst, model(TensorProto.FLOAT), [np.ones(3, np.float32)], ["x"])
     assert tvm.unimplemented_feature(same) is None
+
+
+def test_batch_on_a_test_with_a_gap_where_the_library_agrees_with_neither_build_is_that_gap() -> None:
+    """take_along_axis is GATHER with batch_dims=1 in TFLite, an option TVM's TFLite frontend never
+    reads (the test's own verdict: unsupported). The batch and its slice then both carry the gap and
+    differ from each other, the library agreeing with neither: the run of the human Keras corpus
+    filed that as a batch finding."""
+    inst = _corpus_instance("keras.jsonl.gz", "3e02bc31083638021204")
+    assert inst.api == "keras.ops.take_along_axis"
+    outcome, rules = _rules_of(inst, "tvm-keras", ("batch",))
+    assert outcome is Outcome.UNSUPPORTED
+    found = rules["batch"]
+    assert found["outcome"] == "unsupported" and found["agrees_with_reference"] == "neither", found
+    assert "the test's own coverage gap" in found["message"] and "signature" not in found
+
+
+def test_paths_takes_tvms_own_words_for_a_topk_it_does_not_take_as_a_gap() -> None:
+    """keras.ops.top_k(sorted=False) exports as TopK sorted=0, which TVM's ONNX frontend refuses
+    in its own words ("TopK sorted must be 1 for Relax frontend"; ONNX leaves the order undefined
+    there): unsupported, not a crash of the rule."""
+    inst = _corpus_instance("keras.jsonl.gz", "13f59b23c98917a8e9bc")
+    assert inst.api == "keras.ops.top_k"
+    _, rules = _rules_of(inst, "tvm-keras", ("paths",))
+    found = rules["paths"]
+    assert found["outcome"] == "unsupported", found
+    assert "TopK sorted must be 1 for Relax frontend" in found["message"]
