@@ -19,8 +19,8 @@ import numpy as np
 from opera.model import InstanceKind, OperatorInstance
 from opera.outcomes import Outcome
 from opera.run.rules import RULES, Rule, RuleContext, RuleResult
-from opera.verdict.judge import first_lines
 from opera.values import TensorSpec
+from opera.verdict.judge import first_lines
 
 
 def _operand_field(inst: OperatorInstance) -> tuple[str, int] | None:
