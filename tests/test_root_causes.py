@@ -202,3 +202,36 @@ def test_a_reduced_instance_must_keep_what_separates_its_root_cause() -> None:
     relu = relus(1)
     (always,) = find_root_causes([_result(relu[0], Outcome.INCONSISTENT, "inconsistent:tvm-onnx:Relu")], {relu[0].id: relu[0]})
     assert required_features(always, relu[0]) == set()
+
+
+def test_opera_triage_reduces_only_the_root_causes_the_ledger_does_not_know(tmp_path: Path, capsys) -> None:
+    """A whole-corpus triage spent most of its time re-reducing root causes already in the ledger:
+    with a ledger, --reduce shrinks the new ones only (the known one keeps its original example),
+    --reduce-known all of them."""
+    wide = OperatorInstance(
+        library="onnx", api="onnx::Relu", kind=InstanceKind.ONNX_NODE,
+        inputs=(np.linspace(-1, 1, 60, dtype=np.float32).reshape(3, 4, 5),), extra=dict(ONNX_EXTRA),
+        source=Source(suite="opera-tests", test="wide"),
+    )  # fmt: skip
+    corpus = write(tmp_path / "c.jsonl", [wide])
+    store = tmp_path / "opera.db"
+    assert main(["run", str(corpus), "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]) == 0
+    out = tmp_path / "first"
+    assert main(["triage", "--store", str(store), "-o", str(out), "-q", "--no-reproducers"]) == 0
+    capsys.readouterr()
+    (entry,) = json.loads((out / "root-causes.json").read_text())
+    ledger = tmp_path / "ledger.toml"
+    ledger.write_text(
+        f'[[bug]]\nid = "{entry["id"]}"\ntarget = "test-wrong"\nsignature = "{entry["signatures"][0]}"\n'
+        'status = "new"\nverdict = "REAL"\ntitle = "the test target returns wrong values"\n',
+        encoding="utf-8",
+    )
+    for extra, reduced in (([], False), (["--reduce-known"], True)):
+        out = tmp_path / f"reduce{len(extra)}"
+        args = ["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--ledger", str(ledger), *extra]
+        assert main(args) == 0
+        err = capsys.readouterr().err
+        (entry,) = json.loads((out / "root-causes.json").read_text())
+        assert entry["ledger"]["known"] is True
+        assert (entry["reduction"] is not None) is reduced, entry
+        assert ("the ledger does not know" in err) is not reduced

@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "any test); the report and its reproducer use the reduced instance",
     )
     parser.add_argument(
+        "--reduce-known",
+        action="store_true",
+        help="with --reduce, also shrink the root causes the ledger already knows (default: only the new ones; "
+        "a known one's report keeps its original example)",
+    )
+    parser.add_argument(
         "--reduce-budget",
         type=float,
         default=60.0,
@@ -88,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
     versions = {t: v for run in runs for t, v in run.versions.items()}
     if args.reduce_budget <= 0 or args.timeout <= 0:
         raise OperaError("--reduce-budget and --timeout must be positive")
-    reductions = _reduce_all(causes, by_key, instances, out_dir, args) if args.reduce else {}
+    known = ledger.classify(causes, {r.target for r in results}) if ledger is not None else None
+    to_reduce = [c for c in causes if args.reduce_known or known is None or known.entry(c) is None]
+    if args.reduce and len(to_reduce) < len(causes):
+        print(f"reducing the {len(to_reduce)} root cause(s) the ledger does not know; --reduce-known for all {len(causes)}", file=sys.stderr)
+    reductions = _reduce_all(to_reduce, by_key, instances, out_dir, args) if args.reduce else {}
     reports = []
     with progress_bar(total=len(causes), desc="reports", unit="root cause", disable=args.quiet) as bar:
         for cause in causes:
@@ -105,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
             reports.append(report)
             bar.update(1)
     paths = write_reports(reports, out_dir)
-    known = ledger.classify(causes, {r.target for r in results}) if ledger is not None else None
     ledger_json = [
         {
             **report.cause.to_json(),
