@@ -328,3 +328,28 @@ def test_a_candidate_judged_against_another_reference_is_not_the_same_failure() 
         assert not predicate.matches(result("onnx.reference"))
         predicate.signature = "inconsistent:test-wrong:onnx::ReduceSum"  # another reduction starts over
         assert predicate.matches(result("onnx.reference"))
+
+
+def test_a_candidate_must_differ_the_way_the_original_did_not_only_share_its_signature() -> None:
+    """An inconsistency's signature names only the converters. Reducing TVM's ``NaN != x`` on
+    nan_to_num drifted to an instance with one -inf, which fails under the same signature for
+    another defect (the TFLite converter's missed infinities): a candidate must differ the way the
+    original did (here: NaN positions), not another way."""
+    from opera.outcomes import Stage, TestResult
+    from opera.triage.reduce import mismatch_kinds
+
+    sig = "inconsistent:test-wrong:converter=NOT_EQUAL"
+
+    def failing(message: str) -> TestResult:
+        return TestResult("i", "keras.ops.nan_to_num", "test-wrong", Outcome.INCONSISTENT, Stage.COMPARE, signature=sig, message=message)
+
+    nan = "output 0: NaN positions differ: reference 0 NaN, actual 1 NaN"
+    inf = "output 0: -Inf positions differ: reference 0, actual 1"
+    assert mismatch_kinds(nan) == {"NaN positions"} and mismatch_kinds("output 1: shape (2,) vs (3,); output 2: dtype int64 vs int32") == {"shape", "dtype"}
+    predicate = still_fails_on("test-wrong", sig)
+    with predicate:
+        assert predicate.matches(failing(nan))  # the original
+        assert not predicate.matches(failing(inf))  # the drift
+        assert predicate.matches(failing(nan.replace("1 NaN", "2 NaN")))
+        predicate.signature = sig  # another root cause: its first failure sets the mismatch again
+        assert predicate.matches(failing(inf))

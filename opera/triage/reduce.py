@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -784,6 +785,7 @@ class IsolatedPredicate:
             raise OperaError(f"target {target_name} is not available here: {reason}")
         self.target_name = target_name
         self._signature = signature
+        self.mismatch: frozenset[str] | None = None  # how the first matching failure differed
         # what computed the expected outputs of the instance being reduced (the first one run):
         # a candidate whose reference is another one (ONNX: onnx.reference, because onnxruntime
         # refuses the candidate, often as invalid) fails for another reason, not the same defect
@@ -835,8 +837,8 @@ class IsolatedPredicate:
 
     @signature.setter
     def signature(self, value: str) -> None:
-        """Another failure to reduce for: the reference seen first is forgotten too."""
-        self._signature, self.reference = value, None
+        """Another failure to reduce for: the reference and the mismatch seen first are forgotten too."""
+        self._signature, self.reference, self.mismatch = value, None, None
 
     def matches(self, result: TestResult) -> bool:
         reference = result.extra.get("reference")
@@ -845,7 +847,14 @@ class IsolatedPredicate:
         elif reference != self.reference:
             return False
         if result.signature == self.signature:
-            return True
+            # an inconsistency's signature names only the converters: a candidate must also
+            # differ the way the first one did (no drift from TVM's NaN != x to the TFLite
+            # converter's missed infinities, which differ by "-Inf positions" instead)
+            kinds = mismatch_kinds(result.message)
+            if self.mismatch is None:
+                self.mismatch = kinds
+                return True
+            return bool(kinds) and kinds <= self.mismatch if self.mismatch else True
         masked = result.extra.get("masked_crash")
         return isinstance(masked, dict) and masked.get("signature") == self.signature
 
@@ -862,6 +871,19 @@ class IsolatedPredicate:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_MISMATCH = re.compile(r"output \d+: (shape|dtype|NaN positions|[+-]Inf positions|distance|not comparable)")
+
+
+def mismatch_kinds(message: str) -> frozenset[str]:
+    """How an inconsistency's outputs differed, from its message ("output 0: NaN positions differ
+    ..."): shape, dtype, NaN positions, +Inf/-Inf positions, distance, not comparable; also
+    "output count". Empty for other failures."""
+    found = set(_MISMATCH.findall(message))
+    if message.startswith("output count differs"):
+        found.add("output count")
+    return frozenset(found)
 
 
 def still_fails_on(
