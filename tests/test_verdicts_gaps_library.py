@@ -90,6 +90,17 @@ def test_float16_is_judged_at_a_few_ulps(state) -> None:
 
 
 @pytest.mark.slow
+def test_a_bfloat16_result_is_confirmed_by_the_float64_reference(state) -> None:
+    """keras.ops.image.hsv_to_rgb in bfloat16 with hue 1.0: OpenVINO gives black where Keras (and
+    Keras in float64) give red (the judged rc-2b6e14b85d). The float64 second reference was not
+    rounded to bfloat16 (numpy calls ml_dtypes' kind 'V', not 'f'), so the two references differed
+    by dtype and the test was filed unstable-reference."""
+    result = verdict_in_process(state, _by_id("keras", "cf674914f9284407664e"), "ov-keras")
+    assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-300:])
+    assert "confirmed by a second reference: keras float64" in result.message
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["tvm-onnx", "ov-onnx"])
 def test_a_known_defect_of_the_reference_is_no_compiler_verdict(target: str, state) -> None:
     result = verdict_in_process(state, _by_id("onnx", "05e91083ca149d61e4c7"), target)  # RoiAlign mode=max

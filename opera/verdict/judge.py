@@ -325,10 +325,15 @@ def _like(outputs: list[np.ndarray], reference: list[np.ndarray]) -> list[np.nda
     for k, value in enumerate(outputs):
         arr = np.asarray(value)
         ref = np.asarray(reference[k]) if k < len(reference) else None
-        if ref is not None and arr.shape == ref.shape and arr.dtype.kind in "fc" and ref.dtype.kind in "fc":
+        if ref is not None and arr.shape == ref.shape and _floating(arr.dtype) and _floating(ref.dtype):
             arr = arr.astype(ref.dtype)
         out.append(arr)
     return out
+
+
+def _floating(dtype: np.dtype) -> bool:
+    """Float or complex, ml_dtypes' bfloat16 and float8 included (numpy calls their kind 'V')."""
+    return dtype.kind in "fc" or dtype.name.startswith(("bfloat", "float"))
 
 
 def _unimplemented_outputs(target: Any, built: Any) -> tuple[frozenset[int], str] | None:
