@@ -150,7 +150,8 @@ class PathsRule(Rule):
 
             if isinstance(exc, HarnessError):
                 raise
-            where = f"{other.name} failed on the {exporter} export that onnxruntime runs and {ctx.target_name} converts"
+            ran = onnx_built.details.get("reference") or "onnxruntime"  # onnx.reference where onnxruntime refused it
+            where = f"{other.name} failed on the {exporter} export that {ran} runs and {ctx.target_name} converts"
             return self.crashed(ctx, exc, where, via=other, via_built=onnx_built)
         comparison = ctx.compare(ctx.outputs, outputs)
         if comparison.consistent:
