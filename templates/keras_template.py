@@ -315,6 +315,26 @@ class KerasTemplate(Template):
         return flatten_outputs(outputs, to_numpy=_to_numpy)
 
 
+    def lowered_reference(self, built: SingleOpModel, inputs: list[np.ndarray]) -> tuple[str, list[np.ndarray]] | None:
+        """TFLite's own interpreter on the flatbuffer TFLite's converter makes of the model (what
+        TVM's TFLite frontend converts): where it disagrees with Keras and the compiler follows it,
+        the converter changed the computation (TF lowers ``is_inf`` to ``ABS(x) == FLT_MAX``), not
+        the compiler. None where the interpreter cannot run it or its outputs cannot be ordered."""
+        import tensorflow as tf
+
+        try:
+            runner = tf.lite.Interpreter(model_content=to_tflite(built)).get_signature_runner()
+            names = list(built.input_names) or [t.name.split(":")[0] for t in built.model.inputs]
+            found = runner(**{name: np.asarray(x) for name, x in zip(names, inputs, strict=True)})
+        except Exception:
+            return None
+        if len(found) == 1:
+            return "TFLite's own interpreter", [np.asarray(v) for v in found.values()]
+        if not all(k.startswith("output_") and k[7:].isdigit() for k in found):
+            return None
+        return "TFLite's own interpreter", [np.asarray(found[k]) for k in sorted(found, key=lambda k: int(k[7:]))]
+
+
 def _inference_function(model: Any) -> Any:
     """``model(inputs, training=False)`` as a ``tf.function`` (eagerly on other backends).
 

@@ -90,6 +90,30 @@ def test_float16_is_judged_at_a_few_ulps(state) -> None:
 
 
 @pytest.mark.slow
+def test_tvm_keras_following_tflites_own_conversion_is_the_librarys_inconsistency(state) -> None:
+    """TF lowers ``isinf`` to ``ABS(x) == FLT_MAX`` for TFLite, so ``nan_to_num`` misses the
+    infinities in the flatbuffer itself: TFLite's own interpreter and TVM both give inf where Keras
+    gives posinf/neginf. The library disagrees with itself; TVM converts what it was given. Where TVM
+    has a defect of its own (``NaN != x`` compiled as an ordered compare: the NaN stays), it does
+    not follow TFLite's interpreter and stays inconsistent."""
+    import numpy as np
+
+    from opera.model import InstanceKind, Source
+
+    def nan_to_num(x: np.ndarray) -> OperatorInstance:
+        return OperatorInstance(
+            library="keras", api="keras.ops.nan_to_num", kind=InstanceKind.FUNCTION, args=(x,),
+            kwargs={"nan": 2, "neginf": 4, "posinf": 3}, source=Source(suite="t", test="nan_to_num"),
+        )  # fmt: skip
+
+    infinities = verdict_in_process(state, nan_to_num(np.array([1.0, np.inf, -np.inf], np.float32)), "tvm-keras")
+    assert infinities.outcome is Outcome.UNSTABLE_REFERENCE, (infinities.outcome, infinities.message[-300:])
+    assert "TFLite's own interpreter, which the frontend converts and the compiler agrees with" in infinities.message
+    nan = verdict_in_process(state, nan_to_num(np.array([1.0, np.nan], np.float32)), "tvm-keras")
+    assert nan.outcome is Outcome.INCONSISTENT and "NaN positions differ" in nan.message, (nan.outcome, nan.message[-300:])
+
+
+@pytest.mark.slow
 def test_a_bfloat16_result_is_confirmed_by_the_float64_reference(state) -> None:
     """keras.ops.image.hsv_to_rgb in bfloat16 with hue 1.0: OpenVINO gives black where Keras (and
     Keras in float64) give red (the judged rc-2b6e14b85d). The float64 second reference was not
