@@ -114,6 +114,19 @@ def test_tvm_keras_following_tflites_own_conversion_is_the_librarys_inconsistenc
 
 
 @pytest.mark.slow
+def test_a_complex_output_keras_declares_as_float_is_decoded_from_the_tflite_tensor_type(state) -> None:
+    """A generated ``Lambda`` multiplying complex64 tensors declares a float32 output to Keras; the
+    flatbuffer's output is COMPLEX64, which TVM's TFLite frontend hands back as (real, imaginary)
+    pairs. Decoded by the Keras dtype, the test compared (2, 3) with (2, 3, 2); decoded by the
+    TFLite tensor type, it compares the values, where TVM's MUL multiplies the pairs element by
+    element (the judged rc-41ecf50d86)."""
+    inst = next(i for i in CorpusReader([HARVESTED / "generated-keras.jsonl.gz"]) if i.id == "5c54d29f1b60f191eaa3")
+    result = verdict_in_process(state, inst, "tvm-keras")
+    assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-300:])
+    assert "(complex64)" in result.message and "shape" not in result.message, result.message
+
+
+@pytest.mark.slow
 def test_a_bfloat16_result_is_confirmed_by_the_float64_reference(state) -> None:
     """keras.ops.image.hsv_to_rgb in bfloat16 with hue 1.0: OpenVINO gives black where Keras (and
     Keras in float64) give red (the judged rc-2b6e14b85d). The float64 second reference was not

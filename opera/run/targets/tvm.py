@@ -608,7 +608,7 @@ class TvmKerasTarget(_TvmTarget):
         inputs = [built.inputs[i] for i in input_indices] if input_indices is not None else list(built.inputs)
         # complex64 crosses the model's boundary as float32[..., 2] in TVM's TFLite frontend
         inputs = [tflite_complex_to_pairs(x) for x in inputs]
-        complex_outputs = [k for k, o in enumerate(built.model.outputs) if "complex" in str(o.dtype)]
+        complex_outputs = tflite_complex_outputs(tflite.Model.GetRootAsModel(buf, 0), output_order)
         code = (
             "import tflite\nfrom tvm.relax.frontend.tflite import from_tflite\n"
             "mod = from_tflite(tflite.Model.GetRootAsModel(ARTIFACT, 0))\n" + self._reproducer_run()
@@ -627,7 +627,7 @@ class TvmKerasTarget(_TvmTarget):
         tfl = tflite.Model.GetRootAsModel(buf, 0)
         input_indices, output_order = tflite_io_order(tfl, built)
         mod = from_tflite(tfl)
-        complex_outputs = [k for k, o in enumerate(built.model.outputs) if "complex" in str(o.dtype)]
+        complex_outputs = tflite_complex_outputs(tfl, output_order)
         return TvmModule(
             mod, input_indices=input_indices, output_order=output_order, extra={"complex_outputs": complex_outputs}
         )
@@ -642,6 +642,19 @@ class TvmKerasTarget(_TvmTarget):
             for k in compiled.module.extra.get("complex_outputs", []):
                 outputs[k] = tflite_pairs_to_complex(outputs[k])
         return outputs
+
+
+def tflite_complex_outputs(tfl: Any, output_order: list[int] | None) -> list[int]:
+    """The Keras outputs (in the Keras order) whose TFLite tensor is complex, read from the
+    flatbuffer: a ``Lambda`` layer that returns complex64 declares float32 to Keras, so the Keras
+    model's own output dtypes do not say which outputs come back as (real, imaginary) pairs."""
+    import tflite
+
+    subgraph = tfl.Subgraphs(0)
+    complex_types = {tflite.TensorType.COMPLEX64, tflite.TensorType.COMPLEX128}
+    sub_outputs = [int(i) for i in subgraph.OutputsAsNumpy()] if subgraph.OutputsLength() else []
+    order = output_order if output_order is not None else list(range(len(sub_outputs)))
+    return [k for k, j in enumerate(order) if subgraph.Tensors(sub_outputs[j]).Type() in complex_types]
 
 
 def tflite_io_order(tfl: Any, built: SingleOpModel) -> tuple[list[int] | None, list[int] | None]:
