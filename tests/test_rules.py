@@ -483,3 +483,28 @@ def test_paths_takes_tvms_own_words_for_a_topk_it_does_not_take_as_a_gap() -> No
     found = rules["paths"]
     assert found["outcome"] == "unsupported", found
     assert "TopK sorted must be 1 for Relax frontend" in found["message"]
+
+
+def test_a_worker_lost_while_the_library_works_for_a_rule_is_no_finding_of_the_rule() -> None:
+    """``paths`` reports its steps: "library" while tf2onnx (or torch.onnx) exports the model and
+    onnxruntime runs the export, "" once the compiler's ONNX frontend takes it. A worker killed in
+    the library's step (a mixed_float16 MultiHeadAttention's export ran for minutes under load and
+    was filed as a ``timeout`` finding of the rule) leaves the rule not applicable; killed in the
+    compiler's step, it is the rule's finding, as before."""
+    from opera.outcomes import Stage, TestResult
+    from opera.run.execution import execute_task, rule_death_result
+
+    steps: list[tuple[str, str]] = []
+    state = WorkerState(WorkerSettings(rules=("paths",)))
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    outcome = execute_task(TestTask(0, _torch_relu(x), "tvm-torch"), state, lambda stage: None, lambda name, partial, step: steps.append((name, step)))
+    assert outcome.result is not None and outcome.result.extra["rules"]["paths"]["outcome"] == "pass"
+    assert steps == [("paths", ""), ("paths", "library"), ("paths", "")]
+
+    partial = TestResult("i", "keras.layers.MultiHeadAttention", "ov-keras", Outcome.PASS, Stage.COMPARE, duration=2.0)
+    exporting = rule_death_result(partial, "paths", "timeout", 62.0, "no verdict after 60 s", "library")
+    assert exporting.outcome is Outcome.PASS
+    found = exporting.extra["rules"]["paths"]
+    assert found["outcome"] == "not-applicable" and "signature" not in found and "did not finish" in found["message"]
+    compiling = rule_death_result(partial, "paths", "timeout", 62.0, "no verdict after 60 s", "")
+    assert compiling.extra["rules"]["paths"]["signature"] == "timeout:ov-keras:rule=paths:keras.layers.MultiHeadAttention"

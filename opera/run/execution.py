@@ -94,14 +94,30 @@ def dead_worker_result(task: TestTask, cause: str, stage: Stage, duration: float
     )
 
 
-def rule_death_result(partial: TestResult, rule: str, cause: str, duration: float, message: str) -> TestResult:
+def rule_death_result(
+    partial: TestResult, rule: str, cause: str, duration: float, message: str, step: str = ""
+) -> TestResult:
     """The verdict for a test whose worker died (``cause``: a signal name, ``memory``) or hung
     (``timeout``) inside one of the run's rules: the test's own verdict stands (``partial``, sent
     before the rule began, with the rules done), and the rule gets a crash of its own, signed like
-    a native crash with the rule's name (``native-crash:<target>:rule=<name>:<api>:<cause>``)."""
+    a native crash with the rule's name (``native-crash:<target>:rule=<name>:<api>:<cause>``).
+    Where the library's side of the rule was running (``step`` "library": tf2onnx exporting a
+    mixed_float16 attention for minutes under load), the rule does not apply: no compiler ran."""
+    rules = dict(partial.extra.get("rules") or {})
+    if step == "library":
+        rules[rule] = {
+            "rule": rule,
+            "outcome": "not-applicable",
+            "message": first_lines(
+                f"the library's side of rule {rule} (the export, or its reference) did not finish: the worker died "
+                f"({cause}); {message}",
+                500,
+            ),
+            "duration": max(0.0, duration - partial.duration),
+        }
+        return dataclasses.replace(partial, duration=duration, extra={**partial.extra, "rules": rules})
     kind = "timeout" if cause == "timeout" else "native-crash"
     signature = f"{kind}:{partial.target}:rule={rule}:{partial.api}" + ("" if kind == "timeout" else f":{cause}")
-    rules = dict(partial.extra.get("rules") or {})
     rules[rule] = {
         "rule": rule,
         "outcome": "crash",
@@ -219,10 +235,11 @@ def execute_task(
     task: TestTask,
     state: WorkerState,
     report_stage: Callable[[Stage], None],
-    report_rule: Callable[[str, TestResult], None] | None = None,
+    report_rule: Callable[[str, TestResult, str], None] | None = None,
 ) -> TaskOutcome:
-    """One task in a worker. ``report_rule(name, result so far)``: told before each rule of the
-    run's oracles, with the test's own verdict and the rules done (``rule_death_result``)."""
+    """One task in a worker. ``report_rule(name, result so far, step)``: told before each rule of
+    the run's oracles, with the test's own verdict and the rules done, and at each step the rule
+    reports (``"library"`` or ``""``; ``rule_death_result``)."""
     if task.kind == "reproduce":
         return TaskOutcome(task, reproducer=_reproduce_only(task, state))
     result, context = _execute_test(task, state, report_stage, report_rule)
@@ -261,7 +278,7 @@ def _execute_test(
     task: TestTask,
     state: WorkerState,
     report_stage: Callable[[Stage], None],
-    report_rule: Callable[[str, TestResult], None] | None = None,
+    report_rule: Callable[[str, TestResult, str], None] | None = None,
 ) -> tuple[TestResult, _Context | None]:
     from opera.run.targets import ArtifactError, HarnessError
 
@@ -343,11 +360,11 @@ def _execute_test(
         return _harness_error(finish, Stage.COMPARE, wrapped, task.target), context
     if state.settings.rules:
 
-        def before(name: str, done: dict[str, dict[str, Any]], _result: TestResult = result) -> None:
+        def before(name: str, done: dict[str, dict[str, Any]], step: str, _result: TestResult = result) -> None:
             if report_rule is not None:
                 partial = dataclasses.replace(_result, extra={**_result.extra, "rules": done})
                 partial.duration = time.perf_counter() - started
-                report_rule(name, partial)
+                report_rule(name, partial, step)
 
         rules = _run_rules(state, target, built, converted, compiled, pristine, reference, outputs, result, before)
         result.extra["rules"] = rules
@@ -365,7 +382,7 @@ def _run_rules(
     reference: list[np.ndarray],
     outputs: list[np.ndarray],
     result: TestResult,
-    before: Callable[[str, dict[str, dict[str, Any]]], None] | None = None,
+    before: Callable[[str, dict[str, dict[str, Any]], str], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The run's metamorphic/differential rules on a test whose default pipeline gave outputs."""
     from opera.run.rules import RuleContext, run_rules

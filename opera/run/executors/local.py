@@ -138,7 +138,7 @@ def _worker_main(
                     task,
                     state,
                     lambda stage: conn.send(("stage", stage.value)),
-                    lambda rule, partial: conn.send(("rule", (rule, partial))),
+                    lambda rule, partial, step: conn.send(("rule", (rule, partial, step))),
                 )
                 if settings.batch_targets:
                     remember_failure(state, task, outcome)
@@ -200,7 +200,7 @@ class _Slot:
     rss_peak: int = 0
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    rule: tuple[str, Any] | None = None  # the rule under way, with the test's result so far
+    rule: tuple[str, Any, str] | None = None  # the rule under way, the test's result so far, its step
 
 
 def _where(slot: _Slot) -> str:
@@ -527,7 +527,7 @@ class LocalExecutor:
             if task.confirm is not None:
                 message = f"{message}, alone in a fresh worker (a first worker: {task.confirm})"
             if rule is not None:  # inside a rule: the rule's crash; the test's own verdict stands
-                result = rule_death_result(rule[1], rule[0], cause, duration, message)
+                result = rule_death_result(rule[1], rule[0], cause, duration, message, rule[2])
             else:
                 result = dead_worker_result(task, cause, slot.stage, duration, message)
             self._finished.append(TaskOutcome(task, result=result))

@@ -25,9 +25,10 @@ not apply to an instance says why (``not-applicable``); it is never a failure.
 from __future__ import annotations
 
 import abc
+import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,9 @@ class RuleContext:
     build: Callable[[OperatorInstance], Any]  # the template's build with the run's seed and options
     values_comparable: bool = True  # False: random op / nondeterministic / undefined values
     undefined: Undefinedness | None = None  # positions whose values the specification leaves undefined
+    # what the running rule does now, for the executor: "library" while the library works for it
+    # (an exporter, onnxruntime on the export), "" while the compiler does (``run_rules`` sets it)
+    report_step: Callable[[str], None] = field(default=lambda step: None, repr=False)
 
     @property
     def target_name(self) -> str:
@@ -296,18 +300,21 @@ def parse_oracles(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def run_rules(
-    names: Sequence[str], ctx: RuleContext, before: Callable[[str, dict[str, dict[str, Any]]], None] | None = None
+    names: Sequence[str], ctx: RuleContext, before: Callable[[str, dict[str, dict[str, Any]], str], None] | None = None
 ) -> dict[str, dict[str, Any]]:
     """Run each named rule on the test; ``{rule: RuleResult.to_dict()}``. A rule's own failure
-    never stops the others, and never changes the test's verdict. ``before(name, done so far)``
-    is told each rule before it runs (the local executor keeps it: a rule that kills the worker is
-    that rule's native crash, not the test's)."""
+    never stops the others, and never changes the test's verdict. ``before(name, done so far,
+    step)`` is told each rule before it runs, and again at each step the rule reports
+    (``RuleContext.report_step``: the local executor keeps it; a rule that kills the worker is that
+    rule's native crash, not the test's, unless the library's side of it was running)."""
     from opera.run.targets import NotApplicable
 
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         if before is not None:
-            before(name, dict(out))
+            done = dict(out)
+            before(name, done, "")
+            ctx.report_step = functools.partial(before, name, done)
         started = time.perf_counter()
         try:
             result = RULES.get(name)().check(ctx)

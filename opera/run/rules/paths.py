@@ -113,6 +113,7 @@ class PathsRule(Rule):
             raise NotApplicable(f"{ctx.target.compiler} has no ONNX frontend target")
         if not all(isinstance(x, np.ndarray) for x in ctx.inputs):
             raise NotApplicable("a model input is not a tensor")
+        ctx.report_step("library")  # the exporter and onnxruntime: no compiler yet
         try:
             proto = export(ctx.built)
         except Exception as exc:
@@ -137,6 +138,7 @@ class PathsRule(Rule):
         if not export_check.consistent:
             raise NotApplicable(f"the exported model does not compute {library}'s reference on onnxruntime: {export_check.reason}"[:400])
 
+        ctx.report_step("")
         other = get_target(other_name)
         reason = other.availability()
         if reason is not None:
