@@ -127,6 +127,17 @@ def test_a_complex_output_keras_declares_as_float_is_decoded_from_the_tflite_ten
 
 
 @pytest.mark.slow
+def test_a_keras_argument_tvms_tflite_frontend_reads_as_an_operator_input_is_no_gap(state) -> None:
+    """Conv2DTranspose's ``output_padding`` becomes TFLite's ``output_shape`` input, which TVM's
+    TRANSPOSE_CONV converter reads and mishandles (judged REAL: bugs/tvm-keras/rc-d427aef2af). Its
+    output equals Keras's with output_padding at its default, which the Keras-level "argument
+    ignored" check took for a gap: tvm-keras's converters read TFLite, not Keras's arguments."""
+    result = verdict_in_process(state, _by_id("keras", "add8c4ac6895c9debd37"), "tvm-keras")
+    assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-300:])
+    assert result.signature == "inconsistent:tvm-keras:converter=TRANSPOSE_CONV"
+
+
+@pytest.mark.slow
 def test_a_bfloat16_result_is_confirmed_by_the_float64_reference(state) -> None:
     """keras.ops.image.hsv_to_rgb in bfloat16 with hue 1.0: OpenVINO gives black where Keras (and
     Keras in float64) give red (the judged rc-2b6e14b85d). The float64 second reference was not

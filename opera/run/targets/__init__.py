@@ -139,6 +139,12 @@ class Target(abc.ABC):
     # The frontend converts the library's own lowering of the model (torch's run_decompositions), so
     # a lowering that disagrees with the library itself is the library's inconsistency.
     converts_library_lowering: bool = False
+    # Whether the frontend's converters read the library's own keyword arguments (an ONNX node's
+    # attributes, an ATen op's arguments): then a wrong result equal to the library's with one at its
+    # default is that argument ignored, a gap. Not so where a converter of another format stands
+    # between (TFLite: Keras's arguments became operators and option fields, whose unread ones the
+    # target names itself), so the same coincidence says nothing there.
+    library_keywords_reach_converter: bool = True
     issue_tracker: str = ""  # where its bugs are reported upstream (``opera triage`` names it)
 
     def availability(self) -> str | None:
