@@ -17,6 +17,8 @@ have implemented.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from opera.templates.onnx_template import schema_at
@@ -25,10 +27,22 @@ __all__ = [
     "newer_features",
     "newer_than",
     "newest_version_types",
+    "node_gap",
     "node_views",
     "split_type_params",
     "widened_domain",
 ]
+
+
+def node_gap(built: Any, gap_of_single_node: Callable[[Any], str | None]) -> str | None:
+    """A target's ``gap_of_single_node`` for a single-op model, or for each node of a multi-node one
+    (its ``node_views``), the first gap found named by its node's op type."""
+    views = node_views(built.model)
+    for view in views:
+        gap = gap_of_single_node(dataclasses.replace(built, model=view) if len(views) > 1 else built)
+        if gap is not None:
+            return gap if len(views) == 1 else f"{view.graph.node[0].op_type} node: {gap}"
+    return None
 
 
 def node_views(model: Any) -> list[Any]:

@@ -33,7 +33,7 @@ from opera.run.targets import ArtifactError, Target, harness_step, register_targ
 from opera.run.targets._artifacts import aten_ops, export_torch, onnx_op
 from opera.run.targets._converter_source import unnamed_attributes
 from opera.run.targets._onnx_prep import prepare_built
-from opera.run.targets._onnx_versions import newer_than, node_views
+from opera.run.targets._onnx_versions import newer_than, node_gap
 from opera.run.targets._ov_io import (
     InterfaceError,
     as_port_type,
@@ -365,12 +365,7 @@ class OvOnnxTarget(_OvTarget):
         gap = super().unimplemented_feature(built)
         if gap is not None:
             return gap
-        views = node_views(built.model)
-        for view in views:  # each node of a multi-node model (an exporter's), named by its op
-            gap = self._node_gap(dataclasses.replace(built, model=view) if len(views) > 1 else built)
-            if gap is not None:
-                return gap if len(views) == 1 else f"{view.graph.node[0].op_type} node: {gap}"
-        return None
+        return node_gap(built, self._node_gap)  # each node of a multi-node model (an exporter's)
 
     def _node_gap(self, built: SingleOpModel) -> str | None:
         """``unimplemented_feature`` of a single-node model, beside the CPU plugin's limits."""

@@ -21,7 +21,6 @@ the operator's values still reach the oracle, and it keeps the first failure on 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,7 @@ from opera.run.targets import Target, harness_step, register_target
 from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
-from opera.run.targets._onnx_versions import newer_than, node_views
+from opera.run.targets._onnx_versions import newer_than, node_gap
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -462,12 +461,7 @@ class TvmOnnxTarget(_TvmTarget):
         packed = sub_byte_types(built.model)
         if packed:
             return f"sub-byte element type(s) {', '.join(packed)}: not implemented by TVM's CPU runtime"
-        views = node_views(built.model)
-        for view in views:  # each node of a multi-node model (an exporter's), named by its op
-            gap = self._node_gap(dataclasses.replace(built, model=view) if len(views) > 1 else built)
-            if gap is not None:
-                return gap if len(views) == 1 else f"{view.graph.node[0].op_type} node: {gap}"
-        return None
+        return node_gap(built, self._node_gap)  # each node of a multi-node model (an exporter's)
 
     def _node_gap(self, built: SingleOpModel) -> str | None:
         """``unimplemented_feature`` of a single-node model."""
