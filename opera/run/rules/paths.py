@@ -11,8 +11,7 @@ computation and the rule does not apply. Then, when both frontends accept the mo
 must agree; the result says which one the library's reference agrees with. A crash of the ONNX
 frontend on the exported model (which onnxruntime runs) is a finding of this rule too, unless the
 ONNX target says, in its own words, that it does not implement it, or its code shows a gap at one
-of the export's nodes (``Target.unimplemented_feature``, node by node); so is a difference where the
-library agrees with the first frontend, with the same exception.
+of the export's nodes (``Target.unimplemented_feature``, node by node).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from opera.run.rules import RULES, Rule, RuleContext, RuleResult, which_agrees
-from opera.verdict.judge import first_lines, unimplemented
 
 # The compiler -> the name of its ONNX target.
 ONNX_TARGET = {"tvm": "tvm-onnx", "openvino": "ov-onnx"}
@@ -176,17 +174,7 @@ class PathsRule(Rule):
                 message=f"{ctx.target_name} or {other_name} disagrees with itself on another run; {comparison.reason}"[:2000],
             )
         agrees = which_agrees(ctx, ctx.outputs, outputs, (ctx.target_name, other_name))
-        what = f"{ctx.target_name} vs {other_name} on the exported model"
-        gap = unimplemented(other, onnx_built) if agrees == ctx.target_name else None
-        if gap is not None:  # the export uses what the ONNX frontend's code shows it does not implement
-            return RuleResult(
-                self.name,
-                "unsupported",
-                distance=comparison.distance,
-                message=first_lines(f"{what}: {comparison.reason}; the library agrees with {agrees}; {other_name}: {gap}", 2000),
-                agrees_with_reference=agrees,
-            )
-        return self.differs(ctx, comparison, what, agrees)
+        return self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
 
 
 def _not_computed(ctx: RuleContext, other: Any, onnx_built: Any) -> tuple[set[int], str]:
