@@ -174,6 +174,17 @@ class Rule(abc.ABC):
             message=first_lines(f"{where}; the default pipeline ran this model\n{traceback_text(exc)}", 4000),
         )
 
+    def own_gap(self, comparison: Comparison, what: str, agrees: str, why: str) -> RuleResult:
+        """``unsupported``: a difference that is the test's own coverage gap (``why``), not a
+        finding of the rule's."""
+        return RuleResult(
+            self.name,
+            "unsupported",
+            distance=comparison.distance,
+            message=first_lines(f"{what}: {comparison.reason}; the library's reference agrees with {agrees}: {why}", 2000),
+            agrees_with_reference=agrees,
+        )
+
     def differs(
         self,
         ctx: RuleContext,
@@ -187,17 +198,7 @@ class Rule(abc.ABC):
         the difference is that gap in the default pipeline's outputs, already judged: the rule says
         ``unsupported``, not a finding of its own."""
         if ctx.verdict is Outcome.UNSUPPORTED and agrees not in (None, "neither", "default", ctx.target_name):
-            return RuleResult(
-                self.name,
-                "unsupported",
-                distance=comparison.distance,
-                message=first_lines(
-                    f"{what}: {comparison.reason}; the library's reference agrees with {agrees}: the difference is "
-                    "the test's own coverage gap in the default pipeline's outputs",
-                    2000,
-                ),
-                agrees_with_reference=agrees,
-            )
+            return self.own_gap(comparison, what, agrees, "the difference is the test's own coverage gap in the default pipeline's outputs")
         converter = converter_of(ctx.target, ctx.built)
         where = f"converter={converter}" if converter else ctx.built.instance.api
         note = f"; the library's reference agrees with {agrees}" if agrees else ""

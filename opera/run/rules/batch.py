@@ -20,7 +20,6 @@ from opera.model import InstanceKind, OperatorInstance
 from opera.outcomes import Outcome
 from opera.run.rules import RULES, Rule, RuleContext, RuleResult
 from opera.values import TensorSpec
-from opera.verdict.judge import first_lines
 
 
 def _operand_field(inst: OperatorInstance) -> tuple[str, int] | None:
@@ -103,19 +102,9 @@ class BatchRule(Rule):
                 agrees = "the batch" if batch_ok and not slice_ok else "the slice" if slice_ok and not batch_ok else "neither"
                 what = f"slice {index} of {batch} vs row {index} of the batch"
                 if agrees == "neither" and ctx.verdict is Outcome.UNSUPPORTED:
-                    # both builds carry the test's own coverage gap (GATHER's batch_dims, never read
-                    # by TVM's TFLite frontend, on take_along_axis): no finding of the rule's own
-                    return RuleResult(
-                        self.name,
-                        "unsupported",
-                        distance=comparison.distance,
-                        message=first_lines(
-                            f"{what}: {comparison.reason}; the library's reference agrees with neither: both carry "
-                            "the test's own coverage gap",
-                            2000,
-                        ),
-                        agrees_with_reference=agrees,
-                    )
+                    # both builds carry the test's own coverage gap, whose effect depends on the batch
+                    # (GATHER's batch_dims, never read by TVM's TFLite frontend, on take_along_axis)
+                    return self.own_gap(comparison, what, agrees, "both carry the test's own coverage gap")
                 return self.differs(ctx, comparison, what, agrees)
             checked.append(comparison.distance or 0.0)
         return RuleResult(self.name, "pass", distance=max(checked), message=f"slices 0 and {batch - 1} of {batch}")
