@@ -103,28 +103,19 @@ def rule_death_result(
     a native crash with the rule's name (``native-crash:<target>:rule=<name>:<api>:<cause>``).
     Where the library's side of the rule was running (``step`` "library": tf2onnx exporting a
     mixed_float16 attention for minutes under load), the rule does not apply: no compiler ran."""
-    rules = dict(partial.extra.get("rules") or {})
+    found: dict[str, Any] = {"rule": rule, "duration": max(0.0, duration - partial.duration)}
     if step == "library":
-        rules[rule] = {
-            "rule": rule,
-            "outcome": "not-applicable",
-            "message": first_lines(
-                f"the library's side of rule {rule} (the export, or its reference) did not finish: the worker died "
-                f"({cause}); {message}",
-                500,
-            ),
-            "duration": max(0.0, duration - partial.duration),
-        }
-        return dataclasses.replace(partial, duration=duration, extra={**partial.extra, "rules": rules})
-    kind = "timeout" if cause == "timeout" else "native-crash"
-    signature = f"{kind}:{partial.target}:rule={rule}:{partial.api}" + ("" if kind == "timeout" else f":{cause}")
-    rules[rule] = {
-        "rule": rule,
-        "outcome": "crash",
-        "signature": signature,
-        "message": first_lines(f"the worker died ({cause}) in rule {rule}; the test's own verdict stands: {message}", 2000),
-        "duration": max(0.0, duration - partial.duration),
-    }
+        found["outcome"] = "not-applicable"
+        found["message"] = first_lines(
+            f"the library's side of rule {rule} (the export, or its reference) did not finish: the worker died ({cause}); {message}",
+            500,
+        )
+    else:
+        kind = "timeout" if cause == "timeout" else "native-crash"
+        found["outcome"] = "crash"
+        found["signature"] = f"{kind}:{partial.target}:rule={rule}:{partial.api}" + ("" if kind == "timeout" else f":{cause}")
+        found["message"] = first_lines(f"the worker died ({cause}) in rule {rule}; the test's own verdict stands: {message}", 2000)
+    rules = {**(partial.extra.get("rules") or {}), rule: found}
     return dataclasses.replace(partial, duration=duration, extra={**partial.extra, "rules": rules})
 
 
