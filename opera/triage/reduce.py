@@ -851,10 +851,12 @@ class IsolatedPredicate:
             # differ the way the first one did (no drift from TVM's NaN != x to the TFLite
             # converter's missed infinities, which differ by "-Inf positions" instead)
             kinds = mismatch_kinds(result.message)
-            if self.mismatch is None:
+            if self.mismatch is None:  # the original: how it differs is what a candidate must keep
                 self.mismatch = kinds
                 return True
-            return bool(kinds) and kinds <= self.mismatch if self.mismatch else True
+            if not self.mismatch:  # a crash, or a message without output mismatches: nothing to keep
+                return True
+            return bool(kinds) and kinds <= self.mismatch
         masked = result.extra.get("masked_crash")
         return isinstance(masked, dict) and masked.get("signature") == self.signature
 
