@@ -396,6 +396,25 @@ def test_torch_reference_keeps_bfloat16_outputs_bfloat16() -> None:
     assert back.dtype == torch.bfloat16 and back.float().tolist() == [1.0, 1.0, -2.5]
 
 
+def test_a_bfloat16_input_reaches_the_compiled_inductor_call(state: WorkerState) -> None:
+    """A bfloat16 runtime input (an ml_dtypes array) must reach Inductor's compiled call as a
+    bfloat16 tensor: ``torch.from_numpy`` refuses it, and 21 generated instances of run 6 of the
+    whole-corpus store were signed as Inductor crashes at the run stage for it (HARNESS)."""
+    inst = OperatorInstance.from_json(
+        {
+            "api": "torch.Tensor.logcumsumexp",
+            "args": [{"$tensor": {"dtype": "bfloat16", "high": 1.0, "low": -1.0, "seed": 304115114, "shape": [5, 5, 5]}}, -1],
+            "extra": {}, "id": "dd1e4feb8ab5a4dea897", "inputs": [], "kind": "function", "kwargs": {},
+            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["float32[5,5,5]"],
+            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
+                       "test": "4df76cb513eee61081e7: arg0 tensor:dtype (float32 -> bfloat16)"},
+            "valid": True,
+        }
+    )
+    result = _run(state, inst, "inductor-torch")
+    assert result.outcome is Outcome.PASS, (result.outcome, result.message[-600:])
+
+
 @pytest.mark.slow
 def test_ov_torch_complex_outputs_are_a_coverage_gap(state) -> None:
     """`torch.Tensor.cfloat` returns a complex tensor: OpenVINO has no complex element type and says

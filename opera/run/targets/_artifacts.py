@@ -30,6 +30,7 @@ __all__ = [
     "keras_to_tflite",
     "onnx_model",
     "torch_inputs",
+    "torch_tensor",
     "torch_to_onnx",
 ]
 
@@ -44,12 +45,22 @@ def _template_function(module: str, name: str) -> Any:
 
 def torch_inputs(built: SingleOpModel) -> tuple[Any, ...]:
     """The runtime inputs as torch tensors, in forward order."""
-    import torch
 
     offered = _template_function("torch_template", "torch_inputs")
     if offered is not None:
         return tuple(offered(built))
-    return tuple(torch.from_numpy(np.asarray(x, order="C")) if isinstance(x, np.ndarray) else x for x in built.inputs)
+    return tuple(torch_tensor(x) if isinstance(x, np.ndarray) else x for x in built.inputs)
+
+
+def torch_tensor(array: np.ndarray) -> Any:
+    """A numpy input as a torch tensor; bfloat16 and float8 (ml_dtypes) through their bit patterns,
+    which ``torch.from_numpy`` refuses ("can't convert np.ndarray of type ml_dtypes.bfloat16")."""
+    import torch
+
+    offered = _template_function("torch_template", "numpy_to_torch")
+    if offered is not None:
+        return offered(array)
+    return torch.from_numpy(np.asarray(array, order="C"))
 
 
 def export_torch(built: SingleOpModel) -> Any:

@@ -27,7 +27,7 @@ import numpy as np
 from opera.outputs import flatten_outputs
 from opera.reproduce.steps import EAGER_LOAD, TORCH_LOAD, ReproducerSteps, eager_call, exported_program
 from opera.run.targets import NotApplicable, Target, harness_step, register_target
-from opera.run.targets._artifacts import aten_ops, torch_inputs
+from opera.run.targets._artifacts import aten_ops, torch_inputs, torch_tensor
 from opera.run.targets._inductor_io import call_kwargs_on, inductor_graph_caches_off, inductor_to_numpy
 from opera.templates import SingleOpModel
 
@@ -184,9 +184,7 @@ class InductorTarget(Target):
     def run(self, compiled: CompiledCall, inputs: list[np.ndarray]) -> list[np.ndarray]:
         import torch
 
-        args = tuple(
-            torch.from_numpy(np.asarray(x, order="C")).to(compiled.device) if isinstance(x, np.ndarray) else x for x in inputs
-        )
+        args = tuple(torch_tensor(x).to(compiled.device) if isinstance(x, np.ndarray) else x for x in inputs)
         with torch.no_grad():
             result = compiled.fn(*args)
         return flatten_outputs(result, to_numpy=inductor_to_numpy)
