@@ -415,6 +415,30 @@ def test_a_bfloat16_input_reaches_the_compiled_inductor_call(state: WorkerState)
     assert result.outcome is Outcome.PASS, (result.outcome, result.message[-600:])
 
 
+def test_an_input_torch_checks_only_when_compiling_is_invalid_on_every_torch_target(state: WorkerState) -> None:
+    """``torch.bmm`` of float32 (8,0,1) by int64 (8,1,256): eager skips its dtype check on the
+    empty batch and returns, torch's meta kernel refuses the mixed dtypes. torch.export fails, so
+    tvm-torch and ov-torch call it ``invalid``; Dynamo failed the same way and inductor-torch
+    signed it as its own crash (16 generated tests of the whole-corpus run, judged UNDEFINED)."""
+    inst = OperatorInstance.from_json(
+        {
+            "api": "torch.bmm",
+            "args": [
+                {"$tensor": {"dtype": "float32", "high": 1.0, "low": -1.0, "seed": 346768583, "shape": [8, 0, 1]}},
+                {"$tensor": {"dtype": "int64", "high": 8.995477676391602, "low": -8.9884033203125, "seed": 1651204144, "shape": [8, 1, 256]}},
+            ],
+            "extra": {}, "id": "01a705720e2643605ada", "inputs": [], "kind": "function", "kwargs": {},
+            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["int64[8,0,256]"],
+            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
+                       "test": "30006e2e56acdd3c2c2b: arg1 tensor:dtype (float32 -> int64)"},
+            "valid": True,
+        }
+    )
+    result = _run(state, inst, "inductor-torch")
+    assert result.outcome is Outcome.INVALID, (result.outcome, result.message[-600:])
+    assert "torch.export failed" in result.message and "expected scalar type" in result.message
+
+
 @pytest.mark.slow
 def test_ov_torch_complex_outputs_are_a_coverage_gap(state) -> None:
     """`torch.Tensor.cfloat` returns a complex tensor: OpenVINO has no complex element type and says

@@ -26,8 +26,8 @@ import numpy as np
 
 from opera.outputs import flatten_outputs
 from opera.reproduce.steps import EAGER_LOAD, TORCH_LOAD, ReproducerSteps, eager_call, exported_program
-from opera.run.targets import NotApplicable, Target, harness_step, register_target
-from opera.run.targets._artifacts import aten_ops, torch_inputs, torch_tensor
+from opera.run.targets import ArtifactError, NotApplicable, Target, harness_step, register_target
+from opera.run.targets._artifacts import aten_ops, export_torch, torch_inputs, torch_tensor
 from opera.run.targets._inductor_io import call_kwargs_on, inductor_graph_caches_off, inductor_to_numpy
 from opera.templates import SingleOpModel
 
@@ -39,6 +39,7 @@ class CompiledCall:
     fn: Any
     example_inputs: tuple[Any, ...]
     device: str
+    built: SingleOpModel | None = None  # what was compiled: its library's own checks, on a failure
 
 
 class InductorTarget(Target):
@@ -142,7 +143,7 @@ class InductorTarget(Target):
         if self.device != "cpu" and hasattr(model, "to"):
             model = placed_on(model, self.device)
         fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False)
-        return CompiledCall(fn, _inputs_on(built, self.device), self.device)
+        return CompiledCall(fn, _inputs_on(built, self.device), self.device, built)
 
     def compile_variant(self, converted: CompiledCall, variant: str) -> CompiledCall:
         """``optlevel``: the same call compiled again with Inductor's optimizations off
@@ -160,7 +161,7 @@ class InductorTarget(Target):
         if model is None:
             raise NotApplicable("the compiled call does not expose its original function")
         fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False, options=dict(UNOPTIMIZED_OPTIONS))
-        return self.compile(CompiledCall(fn, converted.example_inputs, converted.device))
+        return self.compile(CompiledCall(fn, converted.example_inputs, converted.device, converted.built))
 
     def compile(self, converted: CompiledCall) -> CompiledCall:
         import torch
@@ -169,6 +170,8 @@ class InductorTarget(Target):
             try:
                 converted.fn(*_fresh(converted.example_inputs))
             except Exception as exc:
+                if converted.built is not None and _fake_tensor_call_failed(exc):
+                    _library_rejects_too(converted.built)
                 broken = corrupt_cache_entries(exc)
                 if not broken:
                     raise
@@ -244,6 +247,27 @@ def placed_on(model: Any, device: str) -> Any:
         if isinstance(kwargs, dict):
             module._kwargs_template = call_kwargs_on(kwargs, device)
     return moved
+
+
+def _fake_tensor_call_failed(exc: BaseException) -> bool:
+    """Dynamo could not run a node of the graph on fake tensors: torch's own meta kernel (its
+    shape and dtype checker) raised, on an input the eager kernel accepted."""
+    return type(exc).__name__ == "TorchRuntimeError" and "when making fake tensor call" in str(exc)
+
+
+def _library_rejects_too(built: SingleOpModel) -> None:
+    """Raise ``ArtifactError`` (the test is ``invalid``) when torch's own exporter rejects the call
+    as well: eager accepted the input only by skipping its checks (a mixed-dtype ``bmm`` on an empty
+    batch, ``log_normal_`` of an empty complex tensor, a uint8 ``where`` predicate), and the meta
+    kernels that Dynamo and ``torch.export`` share refuse it. tvm-torch and ov-torch call the same
+    instance ``invalid`` for the same reason ("torch.export failed"); a meta kernel the exporter
+    passes but Dynamo fails on stays Inductor's crash."""
+    try:
+        export_torch(built)
+    except ArtifactError:
+        raise
+    except Exception:  # anything else (not the library's verdict on the input): the crash stands
+        return
 
 
 def _inputs_on(built: SingleOpModel, device: str) -> tuple[Any, ...]:
