@@ -116,6 +116,32 @@ def test_error_lines_split_one_frame_and_merge_across_frames() -> None:
     }
 
 
+def test_native_crashes_at_one_faulting_place_are_one_root_cause_across_operators() -> None:
+    """Dead workers are signed per operator and signal; the place their signal handler reported
+    merges them: four ov-torch operators of the generated corpus died at one instruction of
+    OpenVINO's Broadcast constant folding (run 6, re-run with the handler)."""
+    a, b, c, d = relus(4)
+    place = "libopenvino.so.2641+0xe103f6 < libopenvino.so.2641+0x7274c1 (ov::op::util::BroadcastBase::evaluate_broadcast)"
+
+    def died(inst: OperatorInstance, api: str, where: str) -> TestResult:
+        message = f"worker died (SIGFPE) during convert{where}"
+        return TestResult(inst.id, api, "ov-torch", Outcome.NATIVE_CRASH, Stage.CONVERT,
+                          signature=f"native-crash:ov-torch:{api}:SIGFPE", message=message)
+
+    results = [
+        died(a, "torch.matmul", f" at {place}"),
+        died(b, "torch.heaviside", f" at {place}, alone in a fresh worker (a first worker: worker died (SIGFPE) during convert at {place} after 3 other test(s))"),
+        died(c, "torch.take", " at libopenvino_intel_cpu_plugin.so+0xb0636b < libtbb.so.12+0x2f4d3"),
+        died(d, "torch.eye", ""),  # no handler report: keyed by its signature, as before
+    ]
+    causes = find_root_causes(results, {i.id: i for i in (a, b, c, d)})
+    assert len(causes) == 3, [c.to_json() for c in causes]
+    merged = next(cause for cause in causes if len(cause.apis) == 2)
+    assert merged.apis == ["torch.heaviside", "torch.matmul"]
+    assert merged.error == "SIGFPE at libopenvino.so.2641+0xe103f6"
+    assert {cause.error for cause in causes} == {merged.error, "SIGFPE at libopenvino_intel_cpu_plugin.so+0xb0636b", ""}
+
+
 def test_error_line_reads_the_specific_line_of_a_native_message() -> None:
     message = _crash(
         "openvino._pyopenvino.OpConversionFailure: Check 'false' failed at "

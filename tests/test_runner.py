@@ -88,6 +88,10 @@ def test_faulty_workers_are_replaced_and_recorded(tmp_path) -> None:
     assert all(r.outcome is Outcome.PASS for r in results if r.instance_id in {g.id for g in good})
     assert by_kind["segv"].outcome is Outcome.NATIVE_CRASH and "SIGSEGV" in (by_kind["segv"].signature or "")
     assert by_kind["segv"].stage is Stage.CONVERT
+    from opera.run.native_trace import helper_library
+
+    if helper_library() is not None:  # where it faulted, from the worker's signal handler
+        assert " at _ctypes" in by_kind["segv"].message, by_kind["segv"].message
     assert (
         by_kind["abort@compile"].outcome is Outcome.NATIVE_CRASH
         and by_kind["abort@compile"].stage is Stage.COMPILE

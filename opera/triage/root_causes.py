@@ -47,6 +47,7 @@ __all__ = [
     "find_root_causes",
     "instance_features",
     "keeps_features",
+    "native_error_line",
     "raw_error_line",
     "required_features",
 ]
@@ -120,6 +121,19 @@ def error_line(message: str) -> str:
     line = raw_error_line(message)
     line = _NUMBER.sub("N", _HEX.sub("ADDR", line))
     return " ".join(_DTYPE_WORD.sub("DT", line).split())[:200]
+
+
+# "worker died (SIGFPE) during compile at libX.so+0x3a5f10 (symbol) < ...": the faulting place
+# the worker's signal handler reported (opera.run.native_trace); the first one is the final death
+_NATIVE_PLACE = re.compile(r"worker died \((\w+)\) during [^,(]*? at (\S+\+0x[0-9a-f]+)")
+
+
+def native_error_line(message: str) -> str:
+    """``SIGFPE at libopenvino.so.2641+0xe103f6``: the signal and the first frame outside the C and
+    C++ runtimes of a native crash, or "" when the message names none. One defect reached through
+    several operators faults at one instruction: their root causes merge on it."""
+    found = _NATIVE_PLACE.search(message)
+    return f"{found.group(1)} at {found.group(2)}" if found else ""
 
 
 def raw_error_line(message: str) -> str:
@@ -309,7 +323,11 @@ def find_root_causes(
         if r.outcome is Outcome.PASS:
             passing[(r.target, r.api)].append(r.instance_id)
         elif r.outcome in BUG_OUTCOMES and r.signature:
-            error = error_line(r.message) if r.outcome is Outcome.CRASH else ""
+            error = (
+                error_line(r.message)
+                if r.outcome is Outcome.CRASH
+                else native_error_line(r.message) if r.outcome is Outcome.NATIVE_CRASH else ""
+            )
             groups[(r.target, r.signature, error, r.api)].append(r)
 
     parts: dict[str, RootCause] = {}  # member key -> part (before merging)
@@ -354,7 +372,7 @@ def _merge(parts: list[RootCause]) -> list[RootCause]:
     first_of: dict[tuple[str, ...], int] = {}
     for i, part in enumerate(parts):
         keys = [("signature", part.target, part.signatures[0], part.error, *part.features)]
-        if len(part.error) >= _SPECIFIC_ERROR:
+        if len(part.error) >= _SPECIFIC_ERROR or (part.kind == Outcome.NATIVE_CRASH.value and part.error):
             keys.append(("error", part.target, part.kind, part.error))
         for key in keys:
             if key in first_of:

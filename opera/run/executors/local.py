@@ -33,6 +33,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -97,7 +98,11 @@ def _die_with_parent() -> None:
 
 
 def _worker_main(
-    conn: Connection, settings: WorkerSettings, log_path: str | None, no_warm_up_op: frozenset[str] = frozenset()
+    conn: Connection,
+    settings: WorkerSettings,
+    log_path: str | None,
+    no_warm_up_op: frozenset[str] = frozenset(),
+    trace_path: str | None = None,
 ) -> None:
     _die_with_parent()
     os.setpgrp()  # its own process group: the parent kills helper subprocesses with it
@@ -110,8 +115,15 @@ def _worker_main(
         os.close(fd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    from opera.run import native_trace
     from opera.run.batch import remember_failure
     from opera.run.execution import WorkerState, execute_task
+
+    def arm_native_trace() -> None:  # again before each test: a framework imported since may replace it
+        if trace_path:
+            native_trace.install(trace_path)
+
+    arm_native_trace()
 
     state = WorkerState(settings)
     warmed: set[str] = set()
@@ -129,6 +141,7 @@ def _worker_main(
             except Exception as exc:
                 print(f"opera worker: warm-up of {task.target} failed: {exc}", flush=True)
             warmed.add(task.target)
+        arm_native_trace()
         conn.send(("begin", None))
         try:
             if task.kind == "batch":
@@ -201,6 +214,17 @@ class _Slot:
     log_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     rule: tuple[str, Any, str] | None = None  # the rule under way, the test's result so far, its step
+    trace_path: str | None = None  # where the worker's fatal-signal handler writes its backtrace
+
+
+def _native_where(slot: _Slot) -> str:
+    """`` at libX.so+0x1f2e (symbol) < ...``: where in native code a dead worker faulted, from its
+    signal handler's report (``opera.run.native_trace``); empty when it wrote none."""
+    from opera.run.native_trace import read_trace
+
+    trace = read_trace(slot.trace_path) if slot.trace_path else None
+    where = trace.summary() if trace is not None else ""
+    return f" {where}" if where else ""
 
 
 def _where(slot: _Slot) -> str:
@@ -234,6 +258,7 @@ class LocalExecutor:
         self.batched = 0  # tests decided inside a batch (passes, gaps)
         self.recycled = 0  # idle workers replaced because they held over half the memory limit
         self._startup_failures = 0
+        self._started = 0  # worker processes started (names their native-trace files)
         # Targets whose warm-up op killed or hung a worker: later workers warm them up without it.
         self.no_warm_up_op: set[str] = set()
         if settings.log_dir:
@@ -296,9 +321,11 @@ class LocalExecutor:
         if self.settings.log_dir:
             log_path = str(Path(self.settings.log_dir) / f"worker-{slot.index}.log")
         no_warm_up_op = frozenset(self.no_warm_up_op)
+        self._started += 1
+        slot.trace_path = str(Path(tempfile.gettempdir()) / f"opera-native-{os.getpid()}-{id(self):x}-{self._started}.trace")
         process = self._ctx.Process(
             target=_worker_main,
-            args=(child_conn, self.settings, log_path, no_warm_up_op),
+            args=(child_conn, self.settings, log_path, no_warm_up_op, slot.trace_path),
             name=f"opera-worker-{slot.index}",
             daemon=True,
         )
@@ -324,6 +351,10 @@ class LocalExecutor:
             slot.conn.close()  # type: ignore[union-attr]
         slot.process = None
         slot.conn = None
+        if slot.trace_path:
+            with contextlib.suppress(OSError):
+                os.unlink(slot.trace_path)
+            slot.trace_path = None
 
     def _bloated(self, slot: _Slot) -> bool:
         """An idle worker holding over half its memory limit (caches, leaks) is replaced before
@@ -436,10 +467,10 @@ class LocalExecutor:
                 if slot.task is not None and not slot.heard:
                     self._startup_failed(slot)
                 elif self._warm_up_op_to_blame(slot):
-                    self._warm_up_op_failed(slot, f"died ({_exit_cause(slot.process.exitcode)})")
+                    self._warm_up_op_failed(slot, f"died ({_exit_cause(slot.process.exitcode)}{_native_where(slot)})")
                 elif slot.task is not None:
                     cause = _exit_cause(slot.process.exitcode)
-                    self._fail(slot, cause, f"worker died ({cause}) during {_where(slot)}")
+                    self._fail(slot, cause, f"worker died ({cause}) during {_where(slot)}{_native_where(slot)}")
                 else:
                     self._kill(slot)
                 continue
