@@ -113,6 +113,10 @@ BAD = {
         "bug #1 (rc-0a): unknown status 'open' (use one of new, reported, fixed, not-a-bug)",
     ),
     "neither id nor signature": ('[[bug]]\ntarget = "tvm-onnx"\nstatus = "new"\n', "needs 'id'"),
+    "a short error alone": (
+        '[[bug]]\ntarget = "tvm-onnx"\nerror = "KeyError"\nstatus = "new"\n',
+        "error 'KeyError' without a signature is too short to name one defect",
+    ),
     "bad id": ('[[bug]]\nid = "42"\ntarget = "tvm-onnx"\nstatus = "new"\n', "id '42' is not a root cause id"),
     "signature of another target": (
         f'[[bug]]\ntarget = "ov-onnx"\nsignature = "{SIG}"\nstatus = "new"\n',
@@ -288,6 +292,45 @@ status = "new"
     assert [c.id for c, _ in found.known] == [old.id] and found.new == [fresh]
     # without its own root cause in the set (its id changed), the entry still knows it by signature
     assert ledger.classify([fresh]).new == []
+
+
+def test_an_entry_by_error_alone_knows_one_defect_under_every_signature(tmp_path: Path) -> None:
+    """One message met through several frames and operators (15 tvm-torch root causes of
+    "Binary operators must have the same datatype"; four ov-torch operators dying at one native
+    place) is one ledger entry, not one per signature; an entry with a signature stays preferred."""
+    binary = "TypeError: Binary operators must have the same datatype for both operands."
+    divide = _cause(signature="crash:tvm-onnx:a.py:_divide:TypeError", error=binary + " However, R.divide(...)")
+    modulo = _cause(signature="crash:tvm-onnx:b.py:_mod:TypeError", error=binary + " However, R.mod(...)")
+    native = _cause(signature="native-crash:tvm-onnx:onnx::Gather:SIGFPE", error="SIGFPE at libx.so+0xe103f6")
+    unrelated = _cause(signature="crash:tvm-onnx:b.py:_mod:TypeError", error="TypeError: something else")
+    path = _ledger(
+        tmp_path,
+        f"""
+[[bug]]
+target = "tvm-onnx"
+error = "Binary operators must have the same datatype"
+status = "new"
+
+[[bug]]
+target = "tvm-onnx"
+error = "SIGFPE at libx.so+0xe103f6"
+status = "new"
+
+[[bug]]
+target = "tvm-onnx"
+signature = "crash:tvm-onnx:b.py:_mod:TypeError"
+error = "Binary operators"
+status = "not-a-bug"
+reason = "modulo of mixed dtypes is outside the domain"
+""",
+    )
+    ledger = load_ledger(path)
+    by_error, by_place, by_signature = ledger.entries
+    assert ledger.match(divide) is by_error
+    assert ledger.match(native) is by_place
+    assert ledger.match(modulo) is by_signature  # both match: the one with a signature is more specific
+    assert ledger.match(unrelated) is None
+    assert not by_error.matches_keys(_cause(target="ov-onnx", signature="crash:ov-onnx:x:E", error=binary))
 
 
 # ---- opera triage / opera bugs on a real run --------------------------------------------------

@@ -19,12 +19,15 @@ table per known root cause::
     title = "..."                          # optional
     versions = ["tvm 0.27.0"]              # optional: the versions it was seen with
 
-An entry needs ``target`` and ``status``, and ``id`` or ``signature`` (or both). Matching
-(``Ledger.match``): an entry whose ``id`` is the root cause's id and whose target is its target
-wins; otherwise the entries of the same target whose ``signature`` is one of the root cause's
-signatures, whose ``features`` are all among its features and whose ``error`` is a substring of
-its error line; of those the most specific (most features, then an error given), then the first
-in the file. An id is stable across runs as long as the same features explain the failure; the
+An entry needs ``target`` and ``status``, and ``id``, ``signature`` or ``error`` (any of them).
+Matching (``Ledger.match``): an entry whose ``id`` is the root cause's id and whose target is its
+target wins; otherwise the entries of the same target whose ``features`` are all among the root
+cause's features, whose ``error`` is a substring of its error line, and whose ``signature``, when
+given, is one of its signatures; of those the most specific (a signature given, most features, an
+error given), then the first in the file. An entry with an error and no signature is one defect
+met through any frame or operator (a message like "Binary operators must have the same datatype",
+a native crash's faulting place ``SIGFPE at libopenvino.so.2641+0xe103f6``): its error must be at
+least ``MIN_ERROR_ONLY`` characters, so that it names one defect, not a kind of exception. An id is stable across runs as long as the same features explain the failure; the
 signature is the fallback when it changed, so an entry best carries both. An entry whose own id is
 among the root causes examined does not also claim others by signature: a new defect under an
 old signature stays new.
@@ -82,6 +85,7 @@ _KEYS = (
     "versions",
 )
 _ID = re.compile(r"^rc-[0-9a-f]+$")
+MIN_ERROR_ONLY = 16  # characters of an entry's error when it has no signature
 _URL = re.compile(r"^https?://\S+$")
 
 
@@ -132,11 +136,13 @@ class Entry:
         return f"{self.name}, {'; '.join(keys)}"
 
     def matches_keys(self, cause: RootCause) -> bool:
-        """Target, signature, features (a subset) and error (a substring) all agree."""
+        """Target, features (a subset), error (a substring) and signature (when given) all agree;
+        an entry with neither signature nor error matches only by id."""
+        if self.signature is None and self.error is None:
+            return False
         return (
-            self.signature is not None
-            and self.target == cause.target
-            and self.signature in cause.signatures
+            self.target == cause.target
+            and (self.signature is None or self.signature in cause.signatures)
             and set(self.features) <= set(cause.features)
             and (self.error is None or self.error in cause.error)
         )
@@ -205,7 +211,7 @@ class Ledger:
         candidates = [e for e in self.entries if e.matches_keys(cause) and e.id not in taken]
         if not candidates:
             return None
-        return max(candidates, key=lambda e: (len(e.features), e.error is not None, -e.index))
+        return max(candidates, key=lambda e: (e.signature is not None, len(e.features), e.error is not None, -e.index))
 
     def classify(self, causes: Iterable[RootCause], targets: Iterable[str] | None = None) -> LedgerMatch:
         """Known and new root causes, and the entries that matched none of them. ``targets``: the
@@ -282,8 +288,14 @@ def _entry(path: Path, index: int, item: dict[str, Any]) -> Entry:
     if ident is not None and not _ID.match(ident):
         raise fail(f"id {ident!r} is not a root cause id (rc-<hex>, as `opera triage` prints)")
     signature = text("signature")
-    if ident is None and signature is None:
-        raise fail("needs 'id' (a root cause id from `opera triage`) or 'signature' to match anything")
+    error = text("error")
+    if ident is None and signature is None and error is None:
+        raise fail("needs 'id' (a root cause id from `opera triage`), 'signature' or 'error' to match anything")
+    if signature is None and error is not None and len(error) < MIN_ERROR_ONLY:
+        raise fail(
+            f"error {error!r} without a signature is too short to name one defect "
+            f"(at least {MIN_ERROR_ONLY} characters of the normalized error line)"
+        )
     if signature is not None:
         parts = signature.split(":")
         if len(parts) < 3 or parts[1] != target:
@@ -311,7 +323,7 @@ def _entry(path: Path, index: int, item: dict[str, Any]) -> Entry:
         id=ident,
         signature=signature,
         features=strings("features"),
-        error=text("error"),
+        error=error,
         url=url,
         fixed_in=fixed_in,
         reason=reason,
