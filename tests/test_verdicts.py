@@ -131,6 +131,27 @@ def test_float_to_int_cast_out_of_range_is_undefined_only_there() -> None:
     assert find_undefined(config.undefined, "onnx::Cast", {}, in_range, [np.array([1, -2], np.int32)]) is None
 
 
+def test_a_shift_by_a_negative_count_or_the_width_is_undefined_only_there() -> None:
+    """tf.bitwise.left_shift (keras.ops.left_shift): 'If y is negative, or greater than or equal
+    to the width of x in bits the result is implementation defined' (judged UNDEFINED twice on
+    ov-keras, generated Keras corpus: TF gave 1 << -1 = 1 for int8, OpenVINO 0)."""
+    config = load_oracle_config()
+    x = np.array([1, 5, -8, 3], np.int8)
+    count = np.array([-1, 1, 8, 7], np.int8)
+    reference = [np.array([1, 10, -8, -128], np.int8)]
+    inputs = {"x": x, "y": count}
+    found = find_undefined(config.undefined, "keras.ops.bitwise_left_shift", {}, inputs, reference)
+    assert found is not None and not found.whole and "implementation defined" in found.reason
+    assert found.masks[0].tolist() == [True, False, True, False]
+    # torch: an integer count as the second argument, and the in-place dunder
+    wide = {"input_0": np.array([1, 2], np.int32)}
+    torch_found = find_undefined(config.undefined, "torch.Tensor.__ilshift__", {}, wide, [np.zeros(2, np.int32)], args=(None, 32))
+    assert torch_found is not None and np.all(torch_found.masks[0])
+    in_range = {"x": x, "y": np.array([0, 1, 7, 2], np.int8)}
+    assert find_undefined(config.undefined, "keras.ops.bitwise_left_shift", {}, in_range, reference) is None
+    assert find_undefined(config.undefined, "torch.Tensor.__rlshift__", {}, inputs, reference) is None  # operands swapped
+
+
 def test_indices_of_tied_values_are_undefined_only_there() -> None:
     """torch.topk: 'the indices of tied elements are not guaranteed to be stable'; torch.sort
     defines them only with stable=True. The values and untied indices are still compared."""

@@ -365,6 +365,29 @@ def _vectors_up_to_sign(case: _Case, options: dict[str, Any]) -> OutputMasks | N
     return masks if first is not None else None
 
 
+def _shift_count_out_of_range(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A bit shift by a negative count or by the shifted operand's width in bits or more (the
+    count: the second runtime input, else an integer second argument), where the operation is the
+    C shift whose result there is undefined or implementation-defined. Masks the positions."""
+    arrays = [np.asarray(v) for v in case.inputs.values()]
+    if not arrays or _integer_info(arrays[0].dtype) is None or arrays[0].dtype.kind not in "iu":
+        return None
+    if len(arrays) >= 2:
+        count = arrays[1]
+    elif len(case.args) >= 2 and isinstance(case.args[1], (int, np.integer)) and not isinstance(case.args[1], bool):
+        count = np.asarray(case.args[1])
+    else:
+        return None
+    if count.dtype.kind not in "iu" or not count.size:
+        return None
+    bits = arrays[0].dtype.itemsize * 8
+    wide = count.astype(np.int64) if count.dtype != np.uint64 else np.minimum(count, bits).astype(np.int64)
+    bad = (wide < 0) | (wide >= bits)
+    if not bad.any():
+        return None
+    return [_union([bad], np.shape(ref)) for ref in case.reference]
+
+
 CONDITIONS: dict[str, Condition] = {
     "always": _always,
     "float-to-int-out-of-range": _float_to_int_out_of_range,
@@ -379,6 +402,7 @@ CONDITIONS: dict[str, Condition] = {
     "ranks-differ": _ranks_differ,
     "repeated-axes": _repeated_axes,
     "vectors-up-to-sign": _vectors_up_to_sign,
+    "shift-count-out-of-range": _shift_count_out_of_range,
 }
 
 
