@@ -460,6 +460,31 @@ def test_an_input_torch_checks_only_when_compiling_is_invalid_on_every_torch_tar
     assert "torch.export failed" in result.message and "expected scalar type" in result.message
 
 
+@pytest.mark.parametrize("target", ["tvm-torch", "ov-torch"])
+def test_a_failure_of_torchs_own_decomposition_is_invalid(state: WorkerState, target: str) -> None:
+    """``take`` of a 0-d tensor by a 0-d index: torch's own ``run_decompositions`` (its ``take``
+    decomposition guards on a data-dependent size) fails, inside TVM's ``from_exported_program``
+    and OpenVINO's ``convert_model``, which both lower the program with it before converting.
+    Signed as the frontends' crashes; judged LIBRARY (reproduced with torch alone)."""
+    inst = OperatorInstance.from_json(
+        {
+            "api": "torch.Tensor.take",
+            "args": [
+                {"$tensor": {"b64": "a6cHwQ==", "dtype": "float32", "shape": []}},
+                {"$tensor": {"dtype": "int64", "high": 0.0, "low": 0.0, "seed": 234264248, "shape": []}},
+            ],
+            "extra": {}, "id": "a8b05102afe3c48adb48", "inputs": [], "kind": "function", "kwargs": {},
+            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["float32[]"],
+            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
+                       "test": "20c50a366e0a76eec3bf: arg1 tensor:rank (rank 1 -> 0)"},
+            "valid": True,
+        }
+    )
+    result = _run(state, inst, target)
+    assert result.outcome is Outcome.INVALID, (result.outcome, result.message[-600:])
+    assert "torch's run_decompositions failed: GuardOnDataDependentSymNode" in result.message
+
+
 @pytest.mark.slow
 def test_ov_torch_complex_outputs_are_a_coverage_gap(state) -> None:
     """`torch.Tensor.cfloat` returns a complex tensor: OpenVINO has no complex element type and says

@@ -24,11 +24,13 @@ __all__ = [
     "CIA_SCAN_SOURCES",
     "aten_ops",
     "cia_scan_inputs",
+    "decompose_torch",
     "install_cia_scan_cache",
     "onnx_op",
     "export_torch",
     "keras_to_tflite",
     "onnx_model",
+    "torch_decomposition_failed",
     "torch_inputs",
     "torch_tensor",
     "torch_to_onnx",
@@ -72,6 +74,35 @@ def export_torch(built: SingleOpModel) -> Any:
         return torch.export.export(built.model, torch_inputs(built))
     except Exception as exc:
         raise ArtifactError(f"torch.export failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def decompose_torch(program: Any) -> Any:
+    """torch's own ``run_decompositions()`` of an exported program (its default table: what TVM's
+    ``from_exported_program`` runs before converting). A failure there is the library's lowering of
+    its own program, not the frontend's: ``ArtifactError``, and the test is ``invalid`` (e.g. the
+    ``take`` decomposition guarding on a data-dependent size for a 0-d index; an ``index_fill``
+    decomposition emitting an ``index_put`` that torch's own kernel rejects)."""
+    try:
+        return program.run_decompositions()
+    except Exception as exc:
+        raise ArtifactError(f"torch's run_decompositions failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def torch_decomposition_failed(exc: BaseException) -> bool:
+    """An exception raised inside torch's own decomposition code (``torch/_decomp``,
+    ``torch/_refs``) while a frontend decomposed the program with its own table."""
+    import traceback
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        for frame in traceback.extract_tb(cause.__traceback__):
+            name = frame.filename.replace("\\", "/")
+            if "/torch/_decomp/" in name or "/torch/_refs/" in name:
+                return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def torch_to_onnx(built: SingleOpModel, opset: int = 18) -> Any:

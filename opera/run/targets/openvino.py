@@ -30,7 +30,13 @@ from opera.reproduce.steps import (
     prepared_onnx,
 )
 from opera.run.targets import ArtifactError, Target, harness_step, register_target
-from opera.run.targets._artifacts import aten_ops, export_torch, onnx_op
+from opera.run.targets._artifacts import (
+    aten_ops,
+    decompose_torch,
+    export_torch,
+    onnx_op,
+    torch_decomposition_failed,
+)
 from opera.run.targets._converter_source import unnamed_attributes
 from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._onnx_versions import newer_than, node_gap
@@ -312,7 +318,14 @@ class OvTorchTarget(_OvTarget):
         import openvino as ov
 
         program = export_torch(built)
-        model = ov.convert_model(program)
+        try:
+            model = ov.convert_model(program)
+        except Exception as exc:
+            if torch_decomposition_failed(exc):
+                # OpenVINO decomposes with its own table; where torch's default lowering of the same
+                # program fails too, the failure is torch's (invalid), not the frontend's
+                decompose_torch(program)
+            raise
         indices, error = _torch_input_indices(model, program)
         return OvModel(model, indices, interface_error=error)
 

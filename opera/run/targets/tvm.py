@@ -30,7 +30,7 @@ import numpy as np
 from opera.outputs import flatten_outputs
 from opera.reproduce.steps import TORCH_LOAD, ReproducerSteps, exported_program, prepared_onnx
 from opera.run.targets import Target, harness_step, register_target
-from opera.run.targets._artifacts import aten_ops, export_torch, keras_to_tflite, onnx_op
+from opera.run.targets._artifacts import aten_ops, decompose_torch, export_torch, keras_to_tflite, onnx_op
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._onnx_versions import newer_than, node_gap
@@ -389,15 +389,15 @@ class TvmTorchTarget(_TvmTarget):
         from tvm.relax.frontend.torch import from_exported_program
 
         program = export_torch(built)
-        if built.details.get("combined") and not _has_sparse_tensors(program):
-            # a batch: decompose here, as from_exported_program would, and keep the program for
-            # batch_gaps when the conversion fails on its op check (one decomposition, not two)
-            program = program.run_decompositions()
+        if _has_sparse_tensors(program):  # from_exported_program does not decompose these either
+            return TvmModule(from_exported_program(program, unwrap_unit_return_tuple=True))
+        # decompose here, as from_exported_program would (torch's default table): a failure there
+        # is torch's (invalid), not TVM's; a batch keeps the program for batch_gaps when the
+        # conversion fails on its op check (one decomposition, not two)
+        program = decompose_torch(program)
+        if built.details.get("combined"):
             built.details["decomposed"] = program
-            mod = from_exported_program(program, unwrap_unit_return_tuple=True, run_ep_decomposition=False)
-        else:
-            mod = from_exported_program(program, unwrap_unit_return_tuple=True)
-        return TvmModule(mod)
+        return TvmModule(from_exported_program(program, unwrap_unit_return_tuple=True, run_ep_decomposition=False))
 
 
 @register_target
