@@ -152,6 +152,37 @@ def test_a_shift_by_a_negative_count_or_the_width_is_undefined_only_there() -> N
     assert find_undefined(config.undefined, "torch.Tensor.__rlshift__", {}, inputs, reference) is None  # operands swapped
 
 
+def test_an_integer_zero_to_a_negative_power_and_an_empty_mean_are_undefined() -> None:
+    """Judged UNDEFINED on ov-torch (generated corpus): int 0 ** -1 (torch 0, OpenVINO INT_MIN),
+    and torch.mean / std of an empty tensor (torch NaN, OpenVINO 0). The operands of a torch call
+    are often constants (TensorSpec arguments): the rule reads their values as the template builds
+    them. The other positions of a power stay compared: 7 ** 9 computed in float32 (REAL) still
+    differs."""
+    from opera.values import TensorSpec
+
+    config = load_oracle_config()
+    base = np.array([[0], [7], [0]], np.int64)
+    exponent = np.array([-1, 9, 2], np.int64)
+    reference = [np.zeros((3, 3), np.int64)]
+    found = find_undefined(config.undefined, "torch.Tensor.pow", {}, {}, reference, args=(base, exponent))
+    assert found is not None and not found.whole and "1 / 0 in integers" in found.reason
+    assert found.masks[0].tolist() == [[True, False, False], [False, False, False], [True, False, False]]
+    # x.__rpow__(y) is y ** x
+    swapped = find_undefined(config.undefined, "torch.Tensor.__rpow__", {}, {}, reference, args=(exponent, base))
+    assert swapped is not None and swapped.masks[0].tolist() == found.masks[0].tolist()
+    specs = (TensorSpec("int64", (5, 1), 1218958052, -1.0, 1.0), TensorSpec("int64", (5,), 1356345368, -1.0, 1.0))
+    values = [s.materialize() for s in specs]
+    expected = (values[0] == 0) & (values[1] < 0)
+    assert expected.any()
+    by_spec = find_undefined(config.undefined, "torch.pow", {}, {}, [np.zeros((5, 5), np.int64)], args=specs)
+    assert by_spec is not None and by_spec.masks[0].tolist() == expected.tolist()
+    assert find_undefined(config.undefined, "torch.pow", {}, {}, reference, args=(base + 1, exponent)) is None
+    empty = find_undefined(config.undefined, "torch.mean", {}, {"input_0": np.zeros((0, 3), np.float32)}, [np.array(np.nan, np.float32)])
+    assert empty is not None and empty.whole
+    per_row = find_undefined(config.undefined, "torch.mean", {"dim": 1}, {"input_0": np.zeros((0, 3), np.float32)}, [np.zeros((0,), np.float32)])
+    assert per_row is None  # nothing reduces an empty set: the output is empty too
+
+
 def test_indices_of_tied_values_are_undefined_only_there() -> None:
     """torch.topk: 'the indices of tied elements are not guaranteed to be stable'; torch.sort
     defines them only with stable=True. The values and untied indices are still compared."""

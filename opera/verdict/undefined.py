@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from opera.values import TensorSpec
+
 __all__ = ["CONDITIONS", "SignFreeVectors", "UndefinedRule", "Undefinedness", "find_undefined", "mask_undefined", "outside_domain"]
 
 # One entry per output: True (all values undefined), False (all defined) or a boolean mask.
@@ -365,24 +367,65 @@ def _vectors_up_to_sign(case: _Case, options: dict[str, Any]) -> OutputMasks | N
     return masks if first is not None else None
 
 
-def _shift_count_out_of_range(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
-    """A bit shift by a negative count or by the shifted operand's width in bits or more (the
-    count: the second runtime input, else an integer second argument), where the operation is the
-    C shift whose result there is undefined or implementation-defined. Masks the positions."""
+def _python_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _operand_value(value: Any) -> np.ndarray | None:
+    if isinstance(value, TensorSpec):
+        return value.materialize()  # what the templates build from it: the same values every time
+    if isinstance(value, np.ndarray) or _python_int(value):
+        return np.asarray(value)
+    return None
+
+
+def _binary_operands(case: _Case, swap: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two operands of a binary operator: its first two runtime inputs, else its first two
+    positional arguments (a tensor held as a constant, a Python integer); ``swap`` for the
+    reflected forms (``x.__rpow__(y)`` is ``y ** x``)."""
     arrays = [np.asarray(v) for v in case.inputs.values()]
-    if not arrays or _integer_info(arrays[0].dtype) is None or arrays[0].dtype.kind not in "iu":
-        return None
+    first: np.ndarray | None
+    second: np.ndarray | None
     if len(arrays) >= 2:
-        count = arrays[1]
-    elif len(case.args) >= 2 and isinstance(case.args[1], (int, np.integer)) and not isinstance(case.args[1], bool):
-        count = np.asarray(case.args[1])
+        first, second = arrays[0], arrays[1]
+    elif len(case.args) >= 2:
+        runtime = iter(arrays)  # an argument with no value of its own is the runtime input
+        values = [_operand_value(a) for a in case.args[:2]]
+        first, second = (v if v is not None else next(runtime, None) for v in values)
     else:
         return None
-    if count.dtype.kind not in "iu" or not count.size:
+    if first is None or second is None:
         return None
-    bits = arrays[0].dtype.itemsize * 8
+    return (second, first) if swap else (first, second)
+
+
+def _shift_count_out_of_range(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A bit shift by a negative count or by the shifted operand's width in bits or more, where the
+    operation is the C shift whose result there is undefined or implementation-defined. Masks the
+    positions."""
+    operands = _binary_operands(case)
+    if operands is None:
+        return None
+    x, count = operands
+    if x.dtype.kind not in "iu" or count.dtype.kind not in "iu" or not count.size:
+        return None
+    bits = x.dtype.itemsize * 8
     wide = count.astype(np.int64) if count.dtype != np.uint64 else np.minimum(count, bits).astype(np.int64)
     bad = (wide < 0) | (wide >= bits)
+    if not bad.any():
+        return None
+    return [_union([bad], np.shape(ref)) for ref in case.reference]
+
+
+def _integer_zero_to_negative_power(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """An integer power of base 0 to a negative exponent (1 / 0 in integers). Masks the positions."""
+    operands = _binary_operands(case, swap=bool(options.get("swap")))
+    if operands is None:
+        return None
+    base, exponent = operands
+    if base.dtype.kind not in "iu" or exponent.dtype.kind != "i":
+        return None
+    bad = np.asarray((base == 0) & (exponent < 0))
     if not bad.any():
         return None
     return [_union([bad], np.shape(ref)) for ref in case.reference]
@@ -403,6 +446,7 @@ CONDITIONS: dict[str, Condition] = {
     "repeated-axes": _repeated_axes,
     "vectors-up-to-sign": _vectors_up_to_sign,
     "shift-count-out-of-range": _shift_count_out_of_range,
+    "integer-zero-to-negative-power": _integer_zero_to_negative_power,
 }
 
 
