@@ -70,18 +70,23 @@ def invalid_result(inst: OperatorInstance, target: str, reason: str) -> TestResu
     return TestResult(**_base(inst, target), outcome=Outcome.INVALID, stage=Stage.REFERENCE, message=reason)
 
 
-def dead_worker_result(task: TestTask, cause: str, stage: Stage, duration: float, message: str) -> TestResult:
+def dead_worker_result(
+    task: TestTask, cause: str, stage: Stage, duration: float, message: str, library: bool = False
+) -> TestResult:
     """The verdict for a test whose worker died (``cause`` = signal name or ``memory``) or hung
-    (``cause="timeout"``). A death while the *library* ran the reference is the library's fault:
-    the instance is ``invalid``, not a compiler bug."""
+    (``cause="timeout"``). A death while the *library* ran the reference, or made the artifact the
+    frontend consumes (``library``: inside a target's ``library_step``, e.g. torch.export), is the
+    library's fault: the instance is ``invalid``, not a compiler bug."""
     inst = task.instance
-    if stage is Stage.REFERENCE:
+    if stage is Stage.REFERENCE or library:
+        where = "on the reference run" if stage is Stage.REFERENCE else "making what the frontend consumes (its exporter)"
+        what = "did not finish" if cause == "timeout" else f"failed natively ({cause})"
         return TestResult(
             **_base(inst, task.target),
             outcome=Outcome.INVALID,
             stage=stage,
             duration=duration,
-            message=f"the library itself failed natively ({cause}) on the reference run: {message}",
+            message=f"the library itself {what} {where}: {message}",
         )
     outcome = Outcome.TIMEOUT if cause == "timeout" else Outcome.NATIVE_CRASH
     return TestResult(

@@ -124,7 +124,9 @@ def _worker_main(
             native_trace.install(trace_path)
 
     arm_native_trace()
+    from opera.run.targets import set_library_reporter
 
+    set_library_reporter(lambda working: conn.send(("library", working)))
     state = WorkerState(settings)
     warmed: set[str] = set()
     while True:
@@ -215,6 +217,7 @@ class _Slot:
     extra: dict[str, Any] = field(default_factory=dict)
     rule: tuple[str, Any, str] | None = None  # the rule under way, the test's result so far, its step
     trace_path: str | None = None  # where the worker's fatal-signal handler writes its backtrace
+    library: bool = False  # the library works for the target now (torch.export, ...): its hang or death
 
 
 def _native_where(slot: _Slot) -> str:
@@ -389,6 +392,7 @@ class LocalExecutor:
                     self._kill(slot)
                 self._start(slot)
             slot.task, slot.affinity, slot.stage, slot.rule = task, task.target, Stage.REFERENCE, None
+            slot.library = False
             now = time.monotonic()
             slot.started = now
             slot.deadline = now + (self.settings.warmup_timeout_s if slot.fresh else self.settings.timeout_s)
@@ -443,6 +447,8 @@ class LocalExecutor:
                 slot.stage = Stage(payload)
             elif kind == "rule":
                 slot.rule = payload
+            elif kind == "library":
+                slot.library = bool(payload)
             elif kind == "done":
                 slot.tasks_done += 1
                 slot.tests_in_process += 1
@@ -560,7 +566,7 @@ class LocalExecutor:
             if rule is not None:  # inside a rule: the rule's crash; the test's own verdict stands
                 result = rule_death_result(rule[1], rule[0], cause, duration, message, rule[2])
             else:
-                result = dead_worker_result(task, cause, slot.stage, duration, message)
+                result = dead_worker_result(task, cause, slot.stage, duration, message, library=slot.library)
             self._finished.append(TaskOutcome(task, result=result))
         else:  # a reproducer request that itself failed: nothing to record
             self._finished.append(TaskOutcome(task, reproducer=None, extra={"failed": cause}))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,9 @@ __all__ = [
     "all_targets",
     "get_target",
     "harness_step",
+    "library_step",
     "register_target",
+    "set_library_reporter",
     "target_classes",
 ]
 
@@ -65,6 +67,37 @@ class NotApplicable(Exception):
     """A metamorphic or differential rule does not apply here (``opera.run.rules``): the target has
     no such variant, the instance has no batch dimension, the other path cannot take the model.
     The message is the reason; recorded as ``not-applicable``, never as a failure."""
+
+
+_library_reporter: Callable[[bool], None] | None = None
+_library_depth = 0
+
+
+def set_library_reporter(report: Callable[[bool], None] | None) -> None:
+    """In a worker: ``report(True)`` when the library starts working for a target inside its
+    conversion (``library_step``), ``report(False)`` when it is done. The executor then knows that
+    a death or a hang there is the library's (``dead_worker_result``), not the compiler's."""
+    global _library_reporter
+    _library_reporter = report
+
+
+@contextmanager
+def library_step() -> Iterator[None]:
+    """Mark a block where the source library makes what the frontend consumes (``torch.export``,
+    torch's decompositions, the TFLite converter, the ONNX exporter): like its exceptions
+    (``ArtifactError``), its hangs and deaths are not the compiler's (a 65537-way ``tensor_split``
+    that torch.export needs four minutes to trace was an ov-torch "timeout")."""
+    global _library_depth
+    report = _library_reporter
+    _library_depth += 1
+    if report is not None and _library_depth == 1:
+        report(True)
+    try:
+        yield
+    finally:
+        _library_depth -= 1
+        if report is not None and _library_depth == 0:
+            report(False)
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.run.targets import ArtifactError
+from opera.run.targets import ArtifactError, library_step
 from opera.templates import SingleOpModel
 
 __all__ = [
@@ -71,7 +71,8 @@ def export_torch(built: SingleOpModel) -> Any:
 
     install_cia_scan_cache()  # for the frontends' run_decompositions on this program
     try:
-        return torch.export.export(built.model, torch_inputs(built))
+        with library_step():
+            return torch.export.export(built.model, torch_inputs(built))
     except Exception as exc:
         raise ArtifactError(f"torch.export failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
@@ -83,7 +84,8 @@ def decompose_torch(program: Any) -> Any:
     ``take`` decomposition guarding on a data-dependent size for a 0-d index; an ``index_fill``
     decomposition emitting an ``index_put`` that torch's own kernel rejects)."""
     try:
-        return program.run_decompositions()
+        with library_step():
+            return program.run_decompositions()
     except Exception as exc:
         raise ArtifactError(f"torch's run_decompositions failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
@@ -117,7 +119,8 @@ def torch_to_onnx(built: SingleOpModel, opset: int = 18) -> Any:
     args = torch_inputs(built)
     names = [f"input_{i}" for i in range(len(args))]
     try:
-        program = torch.onnx.export(built.model, args, dynamo=True, input_names=names, opset_version=opset, verbose=False)
+        with library_step():
+            program = torch.onnx.export(built.model, args, dynamo=True, input_names=names, opset_version=opset, verbose=False)
         model = program.model_proto  # type: ignore[union-attr]
     except Exception as exc:
         raise ArtifactError(f"torch.onnx.export failed: {type(exc).__name__}: {_first_line(exc)}") from exc
@@ -135,12 +138,13 @@ def keras_to_tflite(built: SingleOpModel) -> bytes:
     """Keras model -> TFLite flatbuffer (builtin ops only: a TVM frontend cannot run Flex ops)."""
     offered = _template_function("keras_template", "to_tflite")
     try:
-        if offered is not None:
-            return bytes(offered(built))
-        import tensorflow as tf
+        with library_step():
+            if offered is not None:
+                return bytes(offered(built))
+            import tensorflow as tf
 
-        converter = tf.lite.TFLiteConverter.from_keras_model(built.model)
-        return bytes(converter.convert())
+            converter = tf.lite.TFLiteConverter.from_keras_model(built.model)
+            return bytes(converter.convert())
     except Exception as exc:
         raise ArtifactError(f"TFLite conversion failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 

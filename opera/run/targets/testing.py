@@ -12,7 +12,9 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
   exception matched by ``opera/verdict/unsupported.toml``), ``poisoned`` (SIGABRT, but only in a worker
   that converted another test before: a death that needs an earlier test's state, which a fresh
   worker does not show) or ``harness`` (an exception in the target's own
-  input preparation / output decoding, inside ``harness_step``: ``harness-error``), in stage ``convert`` (default), ``compile`` or
+  input preparation / output decoding, inside ``harness_step``: ``harness-error``), ``library-hang``
+  and ``library-segv`` (a hang, a SIGSEGV inside ``library_step``: the library making the
+  artifact, e.g. torch.export, so ``invalid``), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
 - ``test-variants``: correct by default, with broken variants for the metamorphic rules
   (``opera.run.rules``): its ``optlevel`` build is off by one, its ``reload`` raises.
@@ -34,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.run.targets import Target, harness_step, register_target
+from opera.run.targets import Target, harness_step, library_step, register_target
 from opera.templates import SingleOpModel
 
 __all__ = ["FaultNotSupported", "TestDriftTarget", "TestFaultsTarget", "TestVariantsTarget", "TestWrongTarget", "fault_of"]
@@ -166,6 +168,9 @@ def _inject(kind: str) -> None:
         raise RuntimeError("injected fault in the test-faults target")
     elif kind == "unsupported":
         raise FaultNotSupported("the test-faults target does not support this operator")
+    elif kind in ("library-hang", "library-segv"):
+        with library_step():
+            _inject(kind.removeprefix("library-"))
     elif kind == "harness":
         with harness_step("decode the outputs"):
             np.asarray([[1.0], [2.0, 3.0]], dtype=np.float32)  # a ragged list: Opera's decoding bug
