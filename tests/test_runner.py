@@ -138,10 +138,12 @@ def test_a_hang_or_death_while_the_library_makes_the_artifact_is_invalid(tmp_pat
     inside ``library_step`` is the library's, so the instance is ``invalid``, as when its exporter
     raises; the same faults outside it stay the compiler's."""
     hang, segv, plain = fault("library-hang", 0), fault("library-segv", 1), fault("hang", 2)
-    corpus = write(tmp_path / "c.jsonl", [hang, segv, plain])
+    slow = fault("library-slow", 3)  # 5 s in all, of which 3 s the library's: within 4 s of its own
+    corpus = write(tmp_path / "c.jsonl", [hang, segv, plain, slow])
     summary, results, _ = _run(tmp_path, corpus, ["test-faults"], workers=1, timeout_s=4.0)
     by_id = {r.instance_id: r for r in results}
-    assert summary.status == "complete" and len(results) == 3
+    assert summary.status == "complete" and len(results) == 4
+    assert by_id[slow.id].outcome is Outcome.PASS, by_id[slow.id].message
     assert by_id[hang.id].outcome is Outcome.INVALID and by_id[hang.id].signature is None
     assert "the library itself did not finish making what the frontend consumes" in by_id[hang.id].message
     assert by_id[segv.id].outcome is Outcome.INVALID

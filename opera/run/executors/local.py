@@ -218,6 +218,7 @@ class _Slot:
     rule: tuple[str, Any, str] | None = None  # the rule under way, the test's result so far, its step
     trace_path: str | None = None  # where the worker's fatal-signal handler writes its backtrace
     library: bool = False  # the library works for the target now (torch.export, ...): its hang or death
+    library_since: float = 0.0  # when it began (its time is added to the test's deadline)
 
 
 def _native_where(slot: _Slot) -> str:
@@ -449,6 +450,12 @@ class LocalExecutor:
                 slot.rule = payload
             elif kind == "library":
                 slot.library = bool(payload)
+                if slot.library:
+                    slot.library_since = now
+                elif not slot.warming and slot.rule is None:
+                    # the library's time (a slow torch.export) is not the compiler's: the test's
+                    # clock stops while the library works for the target
+                    slot.deadline += now - slot.library_since
             elif kind == "done":
                 slot.tasks_done += 1
                 slot.tests_in_process += 1

@@ -14,7 +14,8 @@ All three consume ``onnx`` instances through the real ONNX template and use onnx
   worker does not show) or ``harness`` (an exception in the target's own
   input preparation / output decoding, inside ``harness_step``: ``harness-error``), ``library-hang``
   and ``library-segv`` (a hang, a SIGSEGV inside ``library_step``: the library making the
-  artifact, e.g. torch.export, so ``invalid``), in stage ``convert`` (default), ``compile`` or
+  artifact, e.g. torch.export, so ``invalid``), ``library-slow`` (3 s inside ``library_step``, 2 s
+  outside, then passes: the library's time is not on the test's clock), in stage ``convert`` (default), ``compile`` or
   ``run``. Any other instance passes.
 - ``test-variants``: correct by default, with broken variants for the metamorphic rules
   (``opera.run.rules``): its ``optlevel`` build is off by one, its ``reload`` raises.
@@ -168,6 +169,10 @@ def _inject(kind: str) -> None:
         raise RuntimeError("injected fault in the test-faults target")
     elif kind == "unsupported":
         raise FaultNotSupported("the test-faults target does not support this operator")
+    elif kind == "library-slow":  # 3 s of the library's time, then 2 s of the compiler's: passes
+        with library_step():
+            time.sleep(3.0)
+        time.sleep(2.0)
     elif kind in ("library-hang", "library-segv"):
         with library_step():
             _inject(kind.removeprefix("library-"))
