@@ -67,16 +67,27 @@ class UndefinedRule:
         keyword, or the positional slot ``positions`` gives it) is one of the values, e.g. a norm's
         ``ord`` of +-inf (TOML writes ``inf``). No ``only_if``: always."""
         for name, allowed in dict(self.options.get("only_if", {})).items():
-            if name in kwargs:
-                value = kwargs[name]
-            else:
-                position = dict(self.options.get("positions", {})).get(name)
-                if position is None or position >= len(args):
-                    return False
-                value = args[position]
-            if isinstance(value, bool) or not any(_same(value, a) for a in allowed):
+            value = self._argument(name, kwargs, args)
+            if value is _ABSENT or isinstance(value, bool) or not any(_same(value, a) for a in allowed):
+                return False
+        # ``unless = {name = [values]}``: not where a named argument is one of the values (a loss's
+        # reduction="sum" of an empty input is a defined 0; its default, "mean", is not)
+        for name, excluded in dict(self.options.get("unless", {})).items():
+            value = self._argument(name, kwargs, args)
+            if value is not _ABSENT and any(_same(value, e) for e in excluded):
                 return False
         return True
+
+    def _argument(self, name: str, kwargs: dict[str, Any], args: Sequence[Any]) -> Any:
+        if name in kwargs:
+            return kwargs[name]
+        position = dict(self.options.get("positions", {})).get(name)
+        if position is None or position >= len(args):
+            return _ABSENT
+        return args[position]
+
+
+_ABSENT = object()
 
 
 def _same(value: Any, allowed: Any) -> bool:

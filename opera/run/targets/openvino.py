@@ -135,8 +135,8 @@ class _OvTarget(Target):
         input holding finite values past float32's range: the plugin's inference precisions are
         f32, bf16 and f16, so such a value cannot survive (an infinity can: its loss is a bug)."""
         for k, value in enumerate(built.inputs):
-            if isinstance(value, np.ndarray) and value.dtype.kind == "c":
-                return f"input {k} is {value.dtype.name}: OpenVINO has no complex element type for a model's inputs"
+            if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind == "c":  # a 0-d one too
+                return f"input {k} is {np.asarray(value).dtype.name}: OpenVINO has no complex element type for a model's inputs"
             if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size:
                 finite = np.abs(value[np.isfinite(value)])
                 if finite.size and float(finite.max()) > float(np.finfo(np.float32).max):
@@ -273,6 +273,9 @@ class OvTorchTarget(_OvTarget):
         # std/var/var_mean with a correction other than 0 or 1: "[PyTorch Frontend] Unexpected value
         # of correction" (the translator implements the two Bessel cases only)
         r"Unexpected value of correction",
+        # embedding_bag's max mode: "Only sum and mean mode supported for aten::embedding_bag
+        # translation" (src/frontends/pytorch/src/op/embedding_bag.cpp)
+        r"Only sum and mean mode supported for aten::embedding_bag",
         # an output the translator never produces: native_layer_norm / native_batch_norm convert,
         # yielding only their first output, so only the getitem of mean / rstd fails ("[PyTorch
         # Frontend] Index: 2 is out of bounds of input list of len: 1", and the summary names
