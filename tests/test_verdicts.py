@@ -199,6 +199,21 @@ def test_a_mean_reducing_loss_or_adaptive_pool_of_an_empty_input_is_undefined() 
     assert pooled is not None and pooled.whole
 
 
+def test_a_pooling_window_of_no_elements_is_outside_the_domain() -> None:
+    """fractional_max_pool2d with kernel_size (-1, 0): eager accepts it unchecked and returns -inf,
+    Inductor refuses it (16 generated tests, judged UNDEFINED): not run through the compiler."""
+    from opera.verdict.undefined import outside_domain
+
+    config = load_oracle_config()
+    x = {"input_0": np.zeros((1, 1, 4, 4), np.float32)}
+    out = [np.zeros((1, 1, 2, 2), np.float32)]
+    api = "torch.nn.functional.fractional_max_pool2d"
+    reason = outside_domain(config.undefined, api, {"output_ratio": (0.5, 0.5)}, x, out, args=(None, (-1, 0)))
+    assert reason is not None and "kernel_size" in reason
+    assert outside_domain(config.undefined, api, {"kernel_size": 0}, x, out) is not None
+    assert outside_domain(config.undefined, api, {}, x, out, args=(None, (2, 2))) is None
+
+
 def test_indices_of_tied_values_are_undefined_only_there() -> None:
     """torch.topk: 'the indices of tied elements are not guaranteed to be stable'; torch.sort
     defines them only with stable=True. The values and untied indices are still compared."""

@@ -442,6 +442,21 @@ def _integer_zero_to_negative_power(case: _Case, options: dict[str, Any]) -> Out
     return [_union([bad], np.shape(ref)) for ref in case.reference]
 
 
+def _argument_not_positive(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
+    """A size argument (``argument``: a keyword, or the positional slot ``positions`` gives it) that
+    is, or holds, an integer of 0 or less: e.g. a pooling ``kernel_size`` of (-1, 0), which eager
+    fractional_max_pool accepts unchecked and returns -inf for."""
+    name = str(options.get("argument", ""))
+    value = case.kwargs.get(name)
+    if value is None:
+        position = dict(options.get("positions", {})).get(name)
+        value = case.args[position] if position is not None and position < len(case.args) else None
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if not any(_python_int(v) and int(v) <= 0 for v in items if v is not None):
+        return None
+    return [True for _ in case.reference]
+
+
 CONDITIONS: dict[str, Condition] = {
     "always": _always,
     "float-to-int-out-of-range": _float_to_int_out_of_range,
@@ -458,6 +473,7 @@ CONDITIONS: dict[str, Condition] = {
     "vectors-up-to-sign": _vectors_up_to_sign,
     "shift-count-out-of-range": _shift_count_out_of_range,
     "integer-zero-to-negative-power": _integer_zero_to_negative_power,
+    "argument-not-positive": _argument_not_positive,
 }
 
 
