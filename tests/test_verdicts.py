@@ -570,6 +570,35 @@ def test_ov_torch_gaps_of_the_generated_corpus_are_unsupported(state: WorkerStat
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-600:])
 
 
+@pytest.mark.parametrize("target", ["tvm-torch", "ov-torch"])
+def test_a_dtype_the_library_gives_one_way_eagerly_and_another_decomposed_is_its_inconsistency(
+    state: WorkerState, target: str
+) -> None:
+    """soft_margin_loss of a bfloat16 input and a float32 target: eager returns bfloat16, torch's
+    own decomposition (which both frontends convert) float32, and the compilers follow the
+    decomposition. The lowered-reference check cast the decomposition to eager's dtype before
+    comparing, so it saw no disagreement and the test was the compilers' inconsistency (judged
+    LIBRARY on tvm-torch, ov-torch and inductor-torch)."""
+    inst = OperatorInstance.from_json(
+        {
+            "api": "torch.nn.functional.soft_margin_loss",
+            "args": [
+                {"$tensor": {"dtype": "bfloat16", "high": 1.0, "low": -1.0, "seed": 1359709932, "shape": []}},
+                {"$tensor": {"b64": "lQbivw==", "dtype": "float32", "shape": []}},
+            ],
+            "extra": {}, "id": "8c5fd09cf38a24680ef0", "inputs": [], "kind": "function",
+            "kwargs": {"reduce": None, "reduction": "mean", "size_average": None},
+            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["float32[]"],
+            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
+                       "test": "ac78fd4363b416e699ec: arg0 tensor:dtype (float32 -> bfloat16)"},
+            "valid": True,
+        }
+    )
+    result = _run(state, inst, target)
+    assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-600:])
+    assert "the library disagrees with itself" in result.message and "dtype bfloat16 vs float32" in result.message
+
+
 @pytest.mark.slow
 def test_ov_torch_complex_outputs_are_a_coverage_gap(state) -> None:
     """`torch.Tensor.cfloat` returns a complex tensor: OpenVINO has no complex element type and says
