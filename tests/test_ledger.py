@@ -305,7 +305,7 @@ def test_an_entry_by_error_alone_knows_one_defect_under_every_signature(tmp_path
     unrelated = _cause(signature="crash:tvm-onnx:b.py:_mod:TypeError", error="TypeError: something else")
     path = _ledger(
         tmp_path,
-        f"""
+        """
 [[bug]]
 target = "tvm-onnx"
 error = "Binary operators must have the same datatype"
