@@ -14,6 +14,8 @@ a real compiler with the worker's own per-test function (``execute_task``, in th
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,17 @@ def _instance(library: str, test: str, api: str | None = None) -> OperatorInstan
         if inst.source.test == test and (api is None or inst.api == api):
             return inst
     raise AssertionError(f"{test} is not in harvested/{library}.jsonl.gz")
+
+
+def _generated(instance_id: str) -> OperatorInstance:
+    """An instance of the shipped generated torch corpus, by id (its line is found as text, and
+    only that line decoded)."""
+    needle = f'"id":"{instance_id}"'
+    with gzip.open(HARVESTED / "generated-torch.jsonl.gz", "rt") as fh:
+        for line in fh:
+            if needle in line:
+                return OperatorInstance.from_json(json.loads(line))
+    raise AssertionError(f"{instance_id} is not in harvested/generated-torch.jsonl.gz")
 
 
 def _run(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:
@@ -483,17 +496,7 @@ def test_a_bfloat16_input_reaches_the_compiled_inductor_call(state: WorkerState)
     """A bfloat16 runtime input (an ml_dtypes array) must reach Inductor's compiled call as a
     bfloat16 tensor: ``torch.from_numpy`` refuses it, and 21 generated instances of run 6 of the
     whole-corpus store were signed as Inductor crashes at the run stage for it (HARNESS)."""
-    inst = OperatorInstance.from_json(
-        {
-            "api": "torch.Tensor.logcumsumexp",
-            "args": [{"$tensor": {"dtype": "bfloat16", "high": 1.0, "low": -1.0, "seed": 304115114, "shape": [5, 5, 5]}}, -1],
-            "extra": {}, "id": "dd1e4feb8ab5a4dea897", "inputs": [], "kind": "function", "kwargs": {},
-            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["float32[5,5,5]"],
-            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
-                       "test": "4df76cb513eee61081e7: arg0 tensor:dtype (float32 -> bfloat16)"},
-            "valid": True,
-        }
-    )
+    inst = _generated("dd1e4feb8ab5a4dea897")
     result = _run(state, inst, "inductor-torch")
     assert result.outcome is Outcome.PASS, (result.outcome, result.message[-600:])
 
@@ -503,20 +506,7 @@ def test_an_input_torch_checks_only_when_compiling_is_invalid_on_every_torch_tar
     empty batch and returns, torch's meta kernel refuses the mixed dtypes. torch.export fails, so
     tvm-torch and ov-torch call it ``invalid``; Dynamo failed the same way and inductor-torch
     signed it as its own crash (16 generated tests of the whole-corpus run, judged UNDEFINED)."""
-    inst = OperatorInstance.from_json(
-        {
-            "api": "torch.bmm",
-            "args": [
-                {"$tensor": {"dtype": "float32", "high": 1.0, "low": -1.0, "seed": 346768583, "shape": [8, 0, 1]}},
-                {"$tensor": {"dtype": "int64", "high": 8.995477676391602, "low": -8.9884033203125, "seed": 1651204144, "shape": [8, 1, 256]}},
-            ],
-            "extra": {}, "id": "01a705720e2643605ada", "inputs": [], "kind": "function", "kwargs": {},
-            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["int64[8,0,256]"],
-            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
-                       "test": "30006e2e56acdd3c2c2b: arg1 tensor:dtype (float32 -> int64)"},
-            "valid": True,
-        }
-    )
+    inst = _generated("01a705720e2643605ada")
     result = _run(state, inst, "inductor-torch")
     assert result.outcome is Outcome.INVALID, (result.outcome, result.message[-600:])
     assert "torch.export failed" in result.message and "expected scalar type" in result.message
@@ -528,44 +518,26 @@ def test_a_failure_of_torchs_own_decomposition_is_invalid(state: WorkerState, ta
     decomposition guards on a data-dependent size) fails, inside TVM's ``from_exported_program``
     and OpenVINO's ``convert_model``, which both lower the program with it before converting.
     Signed as the frontends' crashes; judged LIBRARY (reproduced with torch alone)."""
-    inst = OperatorInstance.from_json(
-        {
-            "api": "torch.Tensor.take",
-            "args": [
-                {"$tensor": {"b64": "a6cHwQ==", "dtype": "float32", "shape": []}},
-                {"$tensor": {"dtype": "int64", "high": 0.0, "low": 0.0, "seed": 234264248, "shape": []}},
-            ],
-            "extra": {}, "id": "a8b05102afe3c48adb48", "inputs": [], "kind": "function", "kwargs": {},
-            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["float32[]"],
-            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
-                       "test": "20c50a366e0a76eec3bf: arg1 tensor:rank (rank 1 -> 0)"},
-            "valid": True,
-        }
-    )
+    inst = _generated("a8b05102afe3c48adb48")
     result = _run(state, inst, target)
     assert result.outcome is Outcome.INVALID, (result.outcome, result.message[-600:])
     assert "torch's run_decompositions failed: GuardOnDataDependentSymNode" in result.message
 
 
 @pytest.mark.parametrize(
-    "line",
+    "instance_id",
     [
         # SiLU of a 0-d complex64 input: a numpy scalar, not an ndarray, slipped past the complex
         # input check ("Memory has not been allocated" was signed as a CPU plugin crash)
-        '{"api":"torch.nn.SiLU","args":[],"extra":{},"id":"938a7d3a6e16a4a25c75","inputs":[{"$tensor":{"dtype":"complex64","high":1.0,"low":-1.0,"seed":349045142,"shape":[]}}],"kind":"module","kwargs":{},"library":"torch","library_version":"2.13.0+cpu","outputs":["complex64[]"],"source":{"generator":"opera-mutate/0.1.0","origin":"tool","suite":"opera-generate","test":"f50bda14561f1a83e857: in0 tensor:dtype (float32 -> complex64)"},"valid":true}',
+        "938a7d3a6e16a4a25c75",
         # embedding_bag(mode='max'): "Only sum and mean mode supported for aten::embedding_bag translation"
-        '{"api":"torch.nn.functional.embedding_bag","args":[{"$tensor":{"dtype":"int64","high":9.0,"low":0.0,"seed":7,"shape":[5,5]}},{"$tensor":{"dtype":"float32","high":1.0,"low":-1.0,"seed":8,"shape":[10,5]}}],"extra":{},"id":"","inputs":[],"kind":"function","kwargs":{"mode":"max"},"library":"torch","library_version":"2.13.0+cpu","outputs":["float32[5,5]"],"source":{"generator":"opera-mutate/0.1.0","origin":"tool","suite":"opera-generate","test":"embedding_bag max"},"valid":true}',
+        "31a16e65c7ca5f67b9ef",
     ],
     ids=["zero-d-complex-input", "embedding-bag-max"],
 )
-def test_ov_torch_gaps_of_the_generated_corpus_are_unsupported(state: WorkerState, line: str) -> None:
+def test_ov_torch_gaps_of_the_generated_corpus_are_unsupported(state: WorkerState, instance_id: str) -> None:
     """Two coverage gaps the sixth session's judges found signed as ov-torch crashes."""
-    import json
-
-    data = json.loads(line)
-    if not data["id"]:
-        data.pop("id")
-    inst = OperatorInstance.from_json(data)
+    inst = _generated(instance_id)
     result = _run(state, inst, "ov-torch")
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-600:])
 
@@ -579,21 +551,7 @@ def test_a_dtype_the_library_gives_one_way_eagerly_and_another_decomposed_is_its
     decomposition. The lowered-reference check cast the decomposition to eager's dtype before
     comparing, so it saw no disagreement and the test was the compilers' inconsistency (judged
     LIBRARY on tvm-torch, ov-torch and inductor-torch)."""
-    inst = OperatorInstance.from_json(
-        {
-            "api": "torch.nn.functional.soft_margin_loss",
-            "args": [
-                {"$tensor": {"dtype": "bfloat16", "high": 1.0, "low": -1.0, "seed": 1359709932, "shape": []}},
-                {"$tensor": {"b64": "lQbivw==", "dtype": "float32", "shape": []}},
-            ],
-            "extra": {}, "id": "8c5fd09cf38a24680ef0", "inputs": [], "kind": "function",
-            "kwargs": {"reduce": None, "reduction": "mean", "size_average": None},
-            "library": "torch", "library_version": "2.13.0+cpu", "outputs": ["float32[]"],
-            "source": {"generator": "opera-mutate/0.1.0", "origin": "tool", "suite": "opera-generate",
-                       "test": "ac78fd4363b416e699ec: arg0 tensor:dtype (float32 -> bfloat16)"},
-            "valid": True,
-        }
-    )
+    inst = _generated("8c5fd09cf38a24680ef0")
     result = _run(state, inst, target)
     assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-600:])
     assert "the library disagrees with itself" in result.message and "dtype bfloat16 vs float32" in result.message
