@@ -167,6 +167,8 @@ def test_opera_triage_writes_a_report_per_root_cause(tmp_path: Path, capsys) -> 
     by_target = {entry["target"]: entry for entry in ledger}
     assert set(by_target) == {"test-faults", "test-wrong"}
     assert by_target["test-faults"]["instances"] == 3 and by_target["test-faults"]["kind"] == "crash"
+    assert len(by_target["test-faults"]["instance_ids"]) == 3
+    assert by_target["test-faults"]["example_instance"] in by_target["test-faults"]["instance_ids"]
     # the injected fault rides on the (1, 3) inputs of fault(); the passing Relus are (2, 3)
     assert by_target["test-faults"]["features"] == ["value:in0=('tensor','float32',2,(1,2))"]
     assert by_target["test-wrong"]["features"] == [EVERY_INSTANCE]

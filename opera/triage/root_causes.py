@@ -97,6 +97,7 @@ class RootCause:
             "signatures": self.signatures,
             "apis": self.apis,
             "instances": len(self.instances),
+            "instance_ids": sorted(set(self.instances)),  # the failing tests' instances, for a judge
             "example_instance": self.example,
             "keys": sorted(self.keys),
         }
