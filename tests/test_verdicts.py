@@ -40,15 +40,15 @@ def _instance(library: str, test: str, api: str | None = None) -> OperatorInstan
     raise AssertionError(f"{test} is not in harvested/{library}.jsonl.gz")
 
 
-def _generated(instance_id: str) -> OperatorInstance:
-    """An instance of the shipped generated torch corpus, by id (its line is found as text, and
-    only that line decoded)."""
+def _generated(instance_id: str, library: str = "torch") -> OperatorInstance:
+    """An instance of a shipped generated corpus, by id (its line is found as text, and only that
+    line decoded)."""
     needle = f'"id":"{instance_id}"'
-    with gzip.open(HARVESTED / "generated-torch.jsonl.gz", "rt") as fh:
+    with gzip.open(HARVESTED / f"generated-{library}.jsonl.gz", "rt") as fh:
         for line in fh:
             if needle in line:
                 return OperatorInstance.from_json(json.loads(line))
-    raise AssertionError(f"{instance_id} is not in harvested/generated-torch.jsonl.gz")
+    raise AssertionError(f"{instance_id} is not in harvested/generated-{library}.jsonl.gz")
 
 
 def _run(state: WorkerState, inst: OperatorInstance, target: str) -> TestResult:
@@ -555,6 +555,16 @@ def test_a_dtype_the_library_gives_one_way_eagerly_and_another_decomposed_is_its
     result = _run(state, inst, target)
     assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-600:])
     assert "the library disagrees with itself" in result.message and "dtype bfloat16 vs float32" in result.message
+
+
+def test_a_value_that_differs_beyond_an_ignored_output_type_is_a_wrong_result(state: WorkerState) -> None:
+    """keras.ops.nanargmax of an all-zero uint8 row: TVM's TFLite frontend ignores ARG_MAX's
+    OutputType (a gap: int64 for int32), and its argmax also answers -1 for a row at the dtype's
+    minimum (REAL, found by the paths oracle). The gap explained the dtype and hid the value; a
+    gap that only sets output types now leaves differing values a wrong result."""
+    result = _run(state, _generated("05ce966bbf319257bc27", "keras"), "tvm-keras")
+    assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-600:])
+    assert "distance 1" in result.message and "ARG_MAX.OutputType" in result.message
 
 
 @pytest.mark.slow

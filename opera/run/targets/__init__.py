@@ -222,6 +222,12 @@ class Target(abc.ABC):
         model is a coverage gap (``unsupported``, with this reason), not a bug."""
         return None
 
+    def gap_only_in_output_types(self, built: SingleOpModel) -> bool:
+        """Whether everything ``unimplemented_feature`` names for ``built`` only sets an output's
+        type (TFLite's ``ARG_MAX.OutputType``): such a gap explains a dtype, never a value, so a
+        value that also differs is still a wrong result."""
+        return False
+
     def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
         """Outputs of ``built`` (by position) that the frontend, by its own words, does not compute
         (a placeholder in their place), with the reason; None when it computes them all. A test whose

@@ -573,6 +573,21 @@ class TvmKerasTarget(_TvmTarget):
             return f"TFLite option(s) {', '.join(unread)} never read by TVM's TFLite frontend"
         return None
 
+    def gap_only_in_output_types(self, built: SingleOpModel) -> bool:
+        """The unread options are all output types (ARG_MAX/ARG_MIN ``OutputType``, UNIQUE's
+        ``IdxOutType``, SHAPE's ``OutType``): TVM then returns another integer type, and a value
+        that differs too is its own defect (argmax of a row at the dtype's minimum giving -1 hid
+        behind ARG_MAX.OutputType=2)."""
+        import re
+
+        import tflite
+
+        model = tflite.Model.GetRootAsModel(keras_to_tflite(built), 0)
+        if untyped_tflite_tensors(model):
+            return False
+        unread = unread_tflite_options(model)
+        return bool(unread) and all(re.search(r"\.(OutputType|OutType|IdxOutType)=", o) for o in unread)
+
     def batch_blames(self, built: SingleOpModel, arrays: list[np.ndarray], failure: str) -> bool:
         """TVM's TFLite frontend fails on a tensor type it has no entry for with the bare type code
         (``KeyError: 10``: FLOAT64, ``16``: UINT16, from ``_decode_type``): the parts using that
