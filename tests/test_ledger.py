@@ -333,6 +333,32 @@ reason = "modulo of mixed dtypes is outside the domain"
     assert not by_error.matches_keys(_cause(target="ov-onnx", signature="crash:ov-onnx:x:E", error=binary))
 
 
+def test_a_signature_ending_in_a_star_names_every_overload_of_a_converter(tmp_path: Path) -> None:
+    """One TVM promotion defect came back as a new root cause under each torch.linspace overload
+    (Tensor_Tensor, Scalar_Tensor, Tensor_Scalar): an inconsistency has no error line, so one
+    entry names the converter's signature as a prefix."""
+    overloads = [
+        _cause(signature=f"inconsistent:tvm-onnx:converter=aten.linspace.{o}", features=("every instance",), error="")
+        for o in ("Tensor_Tensor", "Scalar_Tensor")
+    ]
+    other = _cause(signature="inconsistent:tvm-onnx:converter=aten.logspace.Tensor_Tensor", features=("every instance",), error="")
+    path = _ledger(
+        tmp_path,
+        """
+[[bug]]
+target = "tvm-onnx"
+signature = "inconsistent:tvm-onnx:converter=aten.linspace.*"
+status = "new"
+""",
+    )
+    ledger = load_ledger(path)
+    (entry,) = ledger.entries
+    assert all(ledger.match(cause) is entry for cause in overloads)
+    assert ledger.match(other) is None
+    assert entry.names_signature("inconsistent:tvm-onnx:converter=aten.linspace.default")
+    assert not entry.names_signature("inconsistent:tvm-onnx:converter=aten.lin")
+
+
 # ---- opera triage / opera bugs on a real run --------------------------------------------------
 
 

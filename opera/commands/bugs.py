@@ -200,7 +200,7 @@ def _for_targets(ledger: Ledger | None, targets: set[str]) -> Ledger | None:
 
 def _named_by(ledger: Ledger, bug: BugRecord) -> Entry | None:
     """The first ledger entry of the bug's target that names its signature."""
-    return next((e for e in ledger.entries if e.target == bug.target and e.signature == bug.signature), None)
+    return next((e for e in ledger.entries if e.target == bug.target and e.names_signature(bug.signature)), None)
 
 
 def _ledger_json(ledger: Ledger, bug: BugRecord) -> dict[str, Any]:

@@ -27,7 +27,9 @@ given, is one of its signatures; of those the most specific (a signature given, 
 error given), then the first in the file. An entry with an error and no signature is one defect
 met through any frame or operator (a message like "Binary operators must have the same datatype",
 a native crash's faulting place ``SIGFPE at libopenvino.so.2641+0xe103f6``): its error must be at
-least ``MIN_ERROR_ONLY`` characters, so that it names one defect, not a kind of exception. An id is stable across runs as long as the same features explain the failure; the
+least ``MIN_ERROR_ONLY`` characters, so that it names one defect, not a kind of exception. A
+signature ending in ``*`` is a prefix: ``inconsistent:tvm-torch:converter=aten.linspace.*`` names
+the converter under every overload (an inconsistency has no error line to match on). An id is stable across runs as long as the same features explain the failure; the
 signature is the fallback when it changed, so an entry best carries both. An entry whose own id is
 among the root causes examined does not also claim others by signature: a new defect under an
 old signature stays new.
@@ -142,10 +144,19 @@ class Entry:
             return False
         return (
             self.target == cause.target
-            and (self.signature is None or self.signature in cause.signatures)
+            and (self.signature is None or any(self.names_signature(sig) for sig in cause.signatures))
             and set(self.features) <= set(cause.features)
             and (self.error is None or self.error in cause.error)
         )
+
+    def names_signature(self, signature: str) -> bool:
+        """The entry's signature is ``signature``, or a prefix of it ending in ``*`` (one defect met
+        through every overload of a converter: ``inconsistent:tvm-torch:converter=aten.linspace.*``)."""
+        if self.signature is None:
+            return False
+        if self.signature.endswith("*"):
+            return signature.startswith(self.signature[:-1])
+        return signature == self.signature
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"entry": self.index, "status": self.status}
