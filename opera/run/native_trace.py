@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -227,6 +228,7 @@ def read_trace(report_path: str | os.PathLike[str]) -> NativeTrace | None:
     return NativeTrace(sig, tuple(frames)) if sig else None
 
 
+@functools.cache
 def _demangle(symbol: str) -> str:
     if not symbol.startswith("_Z") or not sys.platform.startswith("linux"):
         return symbol

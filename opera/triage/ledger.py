@@ -29,8 +29,9 @@ met through any frame or operator (a message like "Binary operators must have th
 a native crash's faulting place ``SIGFPE at libopenvino.so.2641+0xe103f6``): its error must be at
 least ``MIN_ERROR_ONLY`` characters, so that it names one defect, not a kind of exception. A
 signature ending in ``*`` is a prefix: ``inconsistent:tvm-torch:converter=aten.linspace.*`` names
-the converter under every overload (an inconsistency has no error line to match on). An id is stable across runs as long as the same features explain the failure; the
-signature is the fallback when it changed, so an entry best carries both. An entry whose own id is
+the converter under every overload (an inconsistency has no error line to match on). An id is
+stable across runs as long as the same features explain the failure; the signature is the
+fallback when it changed, so an entry best carries both. An entry whose own id is
 among the root causes examined does not also claim others by signature: a new defect under an
 old signature stays new.
 

@@ -67,27 +67,31 @@ class UndefinedRule:
         keyword, or the positional slot ``positions`` gives it) is one of the values, e.g. a norm's
         ``ord`` of +-inf (TOML writes ``inf``). No ``only_if``: always."""
         for name, allowed in dict(self.options.get("only_if", {})).items():
-            value = self._argument(name, kwargs, args)
+            value = named_argument(name, kwargs, args, self.options)
             if value is _ABSENT or isinstance(value, bool) or not any(_same(value, a) for a in allowed):
                 return False
         # ``unless = {name = [values]}``: not where a named argument is one of the values (a loss's
         # reduction="sum" of an empty input is a defined 0; its default, "mean", is not)
         for name, excluded in dict(self.options.get("unless", {})).items():
-            value = self._argument(name, kwargs, args)
+            value = named_argument(name, kwargs, args, self.options)
             if value is not _ABSENT and any(_same(value, e) for e in excluded):
                 return False
         return True
 
-    def _argument(self, name: str, kwargs: dict[str, Any], args: Sequence[Any]) -> Any:
-        if name in kwargs:
-            return kwargs[name]
-        position = dict(self.options.get("positions", {})).get(name)
-        if position is None or position >= len(args):
-            return _ABSENT
-        return args[position]
 
 
 _ABSENT = object()
+
+
+def named_argument(name: str, kwargs: dict[str, Any], args: Sequence[Any], options: dict[str, Any]) -> Any:
+    """A call's argument by name: its keyword, else the positional slot the rule's ``positions``
+    gives it; ``_ABSENT`` when it was not passed."""
+    if name in kwargs:
+        return kwargs[name]
+    position = dict(options.get("positions", {})).get(name)
+    if position is None or position >= len(args):
+        return _ABSENT
+    return args[position]
 
 
 def _same(value: Any, allowed: Any) -> bool:
@@ -446,13 +450,9 @@ def _argument_not_positive(case: _Case, options: dict[str, Any]) -> OutputMasks 
     """A size argument (``argument``: a keyword, or the positional slot ``positions`` gives it) that
     is, or holds, an integer of 0 or less: e.g. a pooling ``kernel_size`` of (-1, 0), which eager
     fractional_max_pool accepts unchecked and returns -inf for."""
-    name = str(options.get("argument", ""))
-    value = case.kwargs.get(name)
-    if value is None:
-        position = dict(options.get("positions", {})).get(name)
-        value = case.args[position] if position is not None and position < len(case.args) else None
+    value = named_argument(str(options.get("argument", "")), case.kwargs, case.args, options)
     items = value if isinstance(value, (list, tuple)) else [value]
-    if not any(_python_int(v) and int(v) <= 0 for v in items if v is not None):
+    if not any(_python_int(v) and int(v) <= 0 for v in items):
         return None
     return [True for _ in case.reference]
 

@@ -118,14 +118,13 @@ def _worker_main(
     from opera.run import native_trace
     from opera.run.batch import remember_failure
     from opera.run.execution import WorkerState, execute_task
+    from opera.run.targets import set_library_reporter
 
     def arm_native_trace() -> None:  # again before each test: a framework imported since may replace it
         if trace_path:
             native_trace.install(trace_path)
 
     arm_native_trace()
-    from opera.run.targets import set_library_reporter
-
     set_library_reporter(lambda working: conn.send(("library", working)))
     state = WorkerState(settings)
     warmed: set[str] = set()

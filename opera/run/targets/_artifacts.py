@@ -47,7 +47,6 @@ def _template_function(module: str, name: str) -> Any:
 
 def torch_inputs(built: SingleOpModel) -> tuple[Any, ...]:
     """The runtime inputs as torch tensors, in forward order."""
-
     offered = _template_function("torch_template", "torch_inputs")
     if offered is not None:
         return tuple(offered(built))

@@ -562,13 +562,9 @@ class TvmKerasTarget(_TvmTarget):
         """A tensor type TVM's TFLite frontend has no entry for (uint16, float64, complex128: its
         ``_decode_type`` table), or a TFLite operator option set to a non-default value that it never
         reads (e.g. GATHER's ``batch_dims``: ``GatherOptions.BatchDims()`` is called nowhere)."""
-        import tflite
-
-        model = tflite.Model.GetRootAsModel(keras_to_tflite(built), 0)
-        untyped = untyped_tflite_tensors(model)
+        untyped, unread = _tflite_gaps(built)
         if untyped:
             return f"TFLite tensor type(s) {', '.join(untyped)} have no entry in TVM's TFLite frontend type table (_decode_type)"
-        unread = unread_tflite_options(model)
         if unread:
             return f"TFLite option(s) {', '.join(unread)} never read by TVM's TFLite frontend"
         return None
@@ -580,13 +576,8 @@ class TvmKerasTarget(_TvmTarget):
         behind ARG_MAX.OutputType=2)."""
         import re
 
-        import tflite
-
-        model = tflite.Model.GetRootAsModel(keras_to_tflite(built), 0)
-        if untyped_tflite_tensors(model):
-            return False
-        unread = unread_tflite_options(model)
-        return bool(unread) and all(re.search(r"\.(OutputType|OutType|IdxOutType)=", o) for o in unread)
+        untyped, unread = _tflite_gaps(built)
+        return not untyped and bool(unread) and all(re.search(r"\.(OutputType|OutType|IdxOutType)=", o) for o in unread)
 
     def batch_blames(self, built: SingleOpModel, arrays: list[np.ndarray], failure: str) -> bool:
         """TVM's TFLite frontend fails on a tensor type it has no entry for with the bare type code
@@ -775,6 +766,19 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
     if not missing or set().union(*missing.values()) != named:
         return None
     return {k: AssertionError(f"Unsupported function types {sorted(ops)}") for k, ops in missing.items()}
+
+
+def _tflite_gaps(built: SingleOpModel) -> tuple[list[str], list[str]]:
+    """The TFLite model's tensor types TVM's frontend has no entry for, and its operator options
+    set away from their defaults that the frontend never reads; read once per built model (the
+    judge asks for the gap, then whether it only sets output types)."""
+    cached = built.details.get("tflite_gaps")
+    if cached is None:
+        import tflite
+
+        model = tflite.Model.GetRootAsModel(keras_to_tflite(built), 0)
+        cached = built.details["tflite_gaps"] = (untyped_tflite_tensors(model), unread_tflite_options(model))
+    return cached
 
 
 def _has_sparse_tensors(program: Any) -> bool:
