@@ -296,7 +296,7 @@ class TvmTorchTarget(_TvmTarget):
         out_dtype="float32")``), given a tensor of another dtype: the dtype is not implemented (an
         int64 convolution crashes adding its bias, a float64 one comes back float32; samples 10
         and 11)."""
-        program = export_torch(built).run_decompositions()  # what from_exported_program converts
+        program = _decomposed(built)  # what from_exported_program converts
         handlers = _tvm_torch_handlers()
         for node in program.graph.nodes:
             name = str(node.target).removeprefix("aten.")
@@ -326,7 +326,7 @@ class TvmTorchTarget(_TvmTarget):
         returns the tensor)."""
         import inspect
 
-        program = export_torch(built).run_decompositions()  # what from_exported_program converts
+        program = _decomposed(built)  # what from_exported_program converts
         handlers = _tvm_torch_handlers()
         for node in program.graph.nodes:
             name = str(node.target).removeprefix("aten.")
@@ -392,11 +392,9 @@ class TvmTorchTarget(_TvmTarget):
         if _has_sparse_tensors(program):  # from_exported_program does not decompose these either
             return TvmModule(from_exported_program(program, unwrap_unit_return_tuple=True))
         # decompose here, as from_exported_program would (torch's default table): a failure there
-        # is torch's (invalid), not TVM's; a batch keeps the program for batch_gaps when the
-        # conversion fails on its op check (one decomposition, not two)
-        program = decompose_torch(program)
-        if built.details.get("combined"):
-            built.details["decomposed"] = program
+        # is torch's (invalid), not TVM's; the program is kept for what reads it after a failure
+        # (batch_gaps, the gap checks: one export and decomposition, not three)
+        program = built.details["decomposed"] = decompose_torch(program)
         return TvmModule(from_exported_program(program, unwrap_unit_return_tuple=True, run_ep_decomposition=False))
 
 
@@ -752,7 +750,7 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
         return None
     try:
         named = set(ast.literal_eval(failure.split(marker, 1)[1].splitlines()[0].strip()))
-        program = combined.details.get("decomposed") or export_torch(combined).run_decompositions()
+        program = _decomposed(combined)
     except Exception:
         return None
     missing: dict[int, set[str]] = {}
@@ -766,6 +764,14 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
     if not missing or set().union(*missing.values()) != named:
         return None
     return {k: AssertionError(f"Unsupported function types {sorted(ops)}") for k, ops in missing.items()}
+
+
+def _decomposed(built: SingleOpModel) -> Any:
+    """The decomposed program ``convert`` made of ``built`` (``details["decomposed"]``), or made now."""
+    program = built.details.get("decomposed")
+    if program is None:
+        program = built.details["decomposed"] = decompose_torch(export_torch(built))
+    return program
 
 
 def _tflite_gaps(built: SingleOpModel) -> tuple[list[str], list[str]]:
