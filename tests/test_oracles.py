@@ -115,6 +115,9 @@ def test_bad_config_is_a_user_error(tmp_path) -> None:
         ("[undefined]\napis = ['^x$']\n", "as \\[\\[undefined\\]\\] tables"),
         ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\ndomain = 'yes'\n", "domain = true or false"),
         ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nopsets = [10]\n", "opsets = \\[first, last\\]"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nunless = 'sum'\n", "unless = \\{argument"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nonly_if = {ord = 2}\n", "only_if = \\{argument"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\npositions = {k = 'one'}\n", "positions = \\{argument = index\\}"),
     ):
         path.write_text(body)
         with pytest.raises(OperaError, match=message):

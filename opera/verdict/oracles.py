@@ -208,6 +208,13 @@ def _undefined_rules(config_path: Path, tables: Any) -> tuple[UndefinedRule, ...
             isinstance(opsets, list) and len(opsets) == 2 and all(isinstance(v, int) for v in opsets)
         ):
             raise OperaError(f"{where}: opsets = [first, last] (two integers)")
+        for key in ("only_if", "unless"):  # {argument = [values, ...]}
+            value = table.get(key, {})
+            if not isinstance(value, dict) or not all(isinstance(v, list) for v in value.values()):
+                raise OperaError(f"{where}: {key} = {{argument = [values, ...]}}, not {value!r}")
+        positions = table.get("positions", {})
+        if not isinstance(positions, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in positions.values()):
+            raise OperaError(f"{where}: positions = {{argument = index}}, not {positions!r}")
         options = {key: value for key, value in table.items() if key not in ("apis", "when", "reason")}
         rules.append(UndefinedRule(patterns, str(when), reason.strip(), options))
     return tuple(rules)
