@@ -224,11 +224,15 @@ class CallWithConstants(nn.Module):
         constants: dict[str, torch.Tensor] | None = None,
     ) -> None:
         super().__init__()
+        # A function is kept inside a tuple: torch 2.11's Dynamo cannot call a method descriptor
+        # (torch.Tensor.argmax) read straight from a module attribute ("does not know how to trace
+        # method `_function`": every torch.Tensor method an `unsupported` there), and from a
+        # container it can. A submodule stays an attribute, so that it is registered.
+        self._function: tuple[Any, ...] = ()
         if isinstance(target, nn.Module):
             self.op = target
-            self._function = None
         else:
-            self._function = target
+            self._function = (target,)
         self._args_template = args_template
         self._kwargs_template = kwargs_template
         self.api = api
@@ -237,10 +241,15 @@ class CallWithConstants(nn.Module):
             self.register_buffer(name, tensor)
 
     def forward(self, *inputs: torch.Tensor) -> Any:
-        target = self.op if self._function is None else self._function
+        target = self._function[0] if self._function else self.op
         args = _fill(self._args_template, inputs, self)
         kwargs = {k: _fill(v, inputs, self) for k, v in self._kwargs_template.items()}
         return target(*args, **kwargs)
+
+    @property
+    def function(self) -> Any:
+        """The torch function called, or None where the target is a submodule (``op``)."""
+        return self._function[0] if self._function else None
 
     def extra_repr(self) -> str:
         if self.constant_names:
@@ -270,7 +279,7 @@ class CallWithConstants(nn.Module):
             return value
 
         return {
-            "target": self.op if self._function is None else {"__opera_api__": self.api},
+            "target": {"__opera_api__": self.api} if self._function else self.op,
             "args": plain(self._args_template),
             "kwargs": {k: plain(v) for k, v in self._kwargs_template.items()},
             "constants": {name: tensor.detach().clone() for name, tensor in self.constants().items()},

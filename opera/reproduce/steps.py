@@ -174,7 +174,7 @@ def eager_call(built: SingleOpModel) -> bytes | None:
         spec = {"target": built.model, "args": slots, "kwargs": {}}
     else:
         return None
-    function = getattr(built.model, "_function", None)
+    function = getattr(built.model, "function", None)
     if function is not None and _resolve_like_the_script(spec["target"]["__opera_api__"]) is not function:
         return None
     buffer = io.BytesIO()
