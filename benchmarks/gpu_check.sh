@@ -10,7 +10,7 @@
 # instances of the generated torch corpus through both targets). Needs only torch (+ numpy, onnx, tqdm, pandas) and Opera itself: on a GPU image whose
 # Python differs from the pinned one, install the wheel with --no-deps --target DIR and put DIR on
 # PYTHONPATH (`pip wheel --no-deps . -w .whl` makes it). Everything lands in OUT_DIR (default gpu-check/):
-# env.txt, run.txt, bugs.txt, rules.txt and store.tgz (the SQLite store with reproducers).
+# env.txt, run.txt, bugs.txt, rules.txt, gen.txt, pytest.txt and store.tgz (the SQLite store with reproducers).
 set -u
 out=${1:-gpu-check}
 sample=${2:-400}
@@ -45,6 +45,8 @@ if [ "$gen" -gt 0 ]; then
   timeout 60 "$py" -m opera bugs --store "$out/gen.db" --verify-pending --quiet >> "$out/gen.txt" 2>&1
   "$py" -m opera bugs --store "$out/gen.db" --root-causes >> "$out/gen.txt" 2>&1
 fi
+# the CUDA target's own tests (PYTHONSAFEPATH above keeps the checkout's opera/ from shadowing the wheel)
+timeout 120 "$py" -m pytest tests/test_inductor_cuda.py -q > "$out/pytest.txt" 2>&1
 tar czf "$out/store.tgz" -C "$out" gpu.db gpu.db.d rules.db rules.db.d gen.db gen.db.d 2>/dev/null
 rm -rf "$store" "$store".d "$out"/rules.db* "$out"/gen.db*
 ls -la "$out"
