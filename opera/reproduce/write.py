@@ -16,6 +16,7 @@ oracle functions.
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 from pathlib import Path
@@ -86,6 +87,7 @@ message:   {message}
 Exit status 1: the failure reproduces (an exception, or outputs beyond the threshold);
 0: it does not. A native crash or a hang shows as itself.
 """
+import ast
 import base64
 import json
 import sys
@@ -256,6 +258,13 @@ def write_reproducer(
         code=code,
         oracle=_oracle_source(),
     )
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:  # embedded source that is not what this process loaded
+        raise ValueError(
+            f"the reproducer script does not parse (line {exc.lineno}: {exc.msg}): Opera's source changed on "
+            "disk while this process ran; a fresh process writes it again"
+        ) from None
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / (file_name or f"{signature_digest(result.signature or instance.id)}.py")

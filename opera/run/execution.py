@@ -166,6 +166,9 @@ class WorkerState:
             raise RuntimeError(f"target {target_name} is not available in this worker: {reason}")
         if dummy_op and "warm-up-op" not in undo:
             self._warm_up_op(target_name, library)
+        from opera.reproduce.source import pin_loaded_sources
+
+        pin_loaded_sources()  # reproducers embed Opera's source as loaded, not as the disk holds it later
         if "gc-freeze" not in undo:
             gc.collect()  # what is garbage now is not frozen with the rest
             gc.freeze()
