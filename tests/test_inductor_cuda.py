@@ -77,10 +77,13 @@ def test_the_reproducer_moves_the_call_to_the_device_as_the_target_does(tmp_path
         (LOGSPACE_ON_CPU, Outcome.PASS, ""),
         # torch.svd on CUDA flips singular pairs: the same decomposition
         ("73a7705b19528c456f65", Outcome.UNDEFINED, "not unique"),
+        # eval-mode native_batch_norm's save_mean: CUDA's kernel and the CPU's disagree (generated)
+        ("generated-torch:55cf43a9d859f8e05b78", Outcome.UNSTABLE_REFERENCE, "across devices"),
     ],
 )
 def test_gpu_verdicts(state: WorkerState, instance_id: str, outcome: Outcome, words: str) -> None:
-    result = verdict_in_process(state, _by_id("torch", instance_id), "inductor-torch-cuda")
+    corpus, _, instance_id = instance_id.rpartition(":")
+    result = verdict_in_process(state, _by_id(corpus or "torch", instance_id), "inductor-torch-cuda")
     assert result.outcome is outcome, (result.outcome, result.message[-600:])
     assert words in result.message
 
@@ -102,3 +105,58 @@ def test_a_tensor_method_is_called_from_a_container_not_a_module_attribute() -> 
     inputs = [torch.from_numpy(np.asarray(a)) for a in built.inputs]
     compiled = torch.compile(built.model, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(*inputs), built.model(*inputs), equal_nan=True)
+
+
+BATCH_NORM_EVAL = "55cf43a9d859f8e05b78"  # generated: torch.native_batch_norm(x, w, b, mean, var, False, -1e-30, 1e-05)
+
+
+def _cuda_kernels_answer(built) -> list[np.ndarray]:
+    """What eager torch and Inductor on an H100 (torch 2.11) returned for the instance: the
+    normalized input as on the CPU, and as ``save_mean``/``save_invstd`` the running mean and
+    1/sqrt(running var + eps), where the CPU kernel returns two empty tensors."""
+    constants = built.model.constants()
+    x = torch.from_numpy(np.asarray(built.inputs[0]))
+    out = built.model(x)[0].numpy()
+    mean, var = constants["arg3"], constants["arg4"]
+    return [out, mean.numpy().copy(), (1 / torch.sqrt(var + 1e-5)).numpy()]
+
+
+class _FollowsTheDevice:
+    """Test-only target (fault injection on the CPU, as the GPU cannot be had here): Inductor,
+    whose run returns ``outputs`` and whose library on its 'device' answers ``on_device``."""
+
+    def __new__(cls, outputs, on_device):
+        from opera.run.targets.inductor import InductorTarget
+
+        class Target(InductorTarget):
+            name = "test-follows-the-device"
+
+            def run(self, compiled, inputs):
+                return [a.copy() for a in outputs]
+
+            def device_reference(self, built, inputs):
+                return None if on_device is None else ("eager torch on cuda (as the H100 answered)", on_device)
+
+        return Target()
+
+
+@pytest.mark.slow
+def test_kernels_that_disagree_across_devices_are_the_librarys_not_the_compilers(state: WorkerState) -> None:
+    """The second GPU run's one Inductor-CUDA inconsistency: eval-mode native_batch_norm's
+    save_mean has shape (2,) on CUDA and (0,) in the CPU reference; eager CUDA answers the same, so
+    the library's two kernels disagree (LIBRARY) and the test is ``unstable-reference``. A
+    compiler that follows neither, or a target without a device of its own, is still judged."""
+    inst = _by_id("generated-torch", BATCH_NORM_EVAL)
+    answer = _cuda_kernels_answer(get_template("torch").build(inst, 0))
+
+    state.targets["test-follows-the-device"] = _FollowsTheDevice(answer, answer)
+    result = verdict_in_process(state, inst, "test-follows-the-device")
+    assert result.outcome is Outcome.UNSTABLE_REFERENCE, result.message
+    assert "across devices" in result.message and "eager torch on cuda" in result.message
+
+    wrong = [answer[0], answer[1] + 1, answer[2]]
+    state.targets["test-follows-the-device"] = _FollowsTheDevice(wrong, answer)
+    assert verdict_in_process(state, inst, "test-follows-the-device").outcome is Outcome.INCONSISTENT
+
+    state.targets["test-follows-the-device"] = _FollowsTheDevice(answer, None)
+    assert verdict_in_process(state, inst, "test-follows-the-device").outcome is Outcome.INCONSISTENT

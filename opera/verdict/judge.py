@@ -271,6 +271,25 @@ def judge_outputs(
                     f"converts and the compiler agrees with: {differs[:300]}; compiler vs reference: {verdict.reason[:300]}"
                 ),
             )
+    # The library on the compiler's own device (eager torch on CUDA for a GPU target): kernels of
+    # one library that disagree across devices, with the compiler following its device's, are the
+    # library's inconsistency, not the compiler's.
+    device_reference = getattr(target, "device_reference", None)
+    on_device = device_reference(built, [x.copy() if isinstance(x, np.ndarray) else x for x in pristine]) if device_reference else None
+    if on_device is not None:
+        name_dev, dev_raw = on_device
+        dev = _like(dev_raw, reference)
+        check = compare_outputs(reference, dev, oracle, target=None, input_dtypes=input_dtypes(pristine), tolerance=_tolerance(inst))
+        if not check.consistent and compare(dev, outputs).consistent:
+            return finish(
+                Outcome.UNSTABLE_REFERENCE,
+                Stage.COMPARE,
+                distance=verdict.distance,
+                message=(
+                    f"the library disagrees with itself across devices: {_reference_name(built)} vs {name_dev}, which "
+                    f"the compiler agrees with: {check.reason[:300]}; compiler vs reference: {verdict.reason[:300]}"
+                ),
+            )
     if second is not None:
         return inconsistent(verdict, f" (confirmed by a second reference: {second[0]})")
     return inconsistent(verdict)

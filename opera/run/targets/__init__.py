@@ -228,6 +228,14 @@ class Target(abc.ABC):
         value that also differs is still a wrong result."""
         return False
 
+    def device_reference(self, built: SingleOpModel, inputs: list[Any]) -> tuple[str, list[np.ndarray]] | None:
+        """The library itself on the device this target compiles for, on ``inputs`` (copies of the
+        test's), named: asked only after the compiler's outputs differ from the reference, which is
+        the library on the CPU. Where the library's own kernels for that device disagree with its
+        CPU kernels and the compiler agrees with them, the reference is unstable, not the compiler
+        wrong. None: the target compiles for the CPU (the default), or the call fails there."""
+        return None
+
     def unimplemented_outputs(self, built: SingleOpModel) -> tuple[frozenset[int], str] | None:
         """Outputs of ``built`` (by position) that the frontend, by its own words, does not compute
         (a placeholder in their place), with the reason; None when it computes them all. A test whose

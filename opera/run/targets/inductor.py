@@ -303,3 +303,21 @@ class InductorCudaTarget(InductorTarget):
             text = f"{type(exc).__name__}: {exc}".strip().splitlines()
             return f"torch has no {self.device} kernel for this call: eager torch on {self.device} fails too ({text[0][:200] if text else ''})"
         return None
+
+    def device_reference(self, built: SingleOpModel, inputs: list[Any]) -> tuple[str, list[np.ndarray]] | None:
+        """Eager torch on the GPU. Its kernels may answer what the CPU's answer otherwise: eager
+        ``native_batch_norm`` in eval mode returns empty ``save_mean``/``save_invstd`` on the CPU and
+        the running statistics on CUDA (an H100, torch 2.11), and Inductor on CUDA follows CUDA's."""
+        import torch
+
+        model = built.model
+        if not isinstance(model, torch.nn.Module):
+            return None
+        try:
+            moved = placed_on(model, self.device)
+            args = tuple(torch_tensor(x).to(self.device) if isinstance(x, np.ndarray) else x for x in inputs)
+            with torch.no_grad():
+                result = moved(*args)
+            return f"eager torch on {self.device}", flatten_outputs(result, to_numpy=inductor_to_numpy)
+        except Exception:
+            return None
