@@ -65,6 +65,8 @@ def _by_id(library: str, instance_id: str) -> OperatorInstance:
         ("ov-onnx", "onnx", "31c8922d50de3df14d78", "is only supported for 4D input tensors"),
         # sample 12: Pow(int32, float32) at opset 15: Pow-12 typed the exponent apart, TVM has Pow-7 only
         ("tvm-onnx", "onnx", "5aaba51f022a0d4b67dd", "Pow-15 types them apart (T, T1), Pow-7 ties them (T)"),
+        # the human torch corpus's whole run: x[mask], a boolean mask read (data-dependent size)
+        ("tvm-torch", "torch", "fbfef7b71f90eb5c2689", "the given indices dtype is T.bool"),
     ],
 )
 def test_features_a_frontend_lacks_are_gaps(target: str, library: str, instance_id: str, words: str, state) -> None:

@@ -288,6 +288,10 @@ class TvmTorchTarget(_TvmTarget):
         # a boolean mask as an index_put index (torch documents "indices (tuple of LongTensor)"; a
         # mask is `x[mask] = v`'s spelling): Relax's IndexPut refuses it in its own words (sample 14)
         r"IndexPut requires each index tensor to have integer dtype\. However, index tensor \d+ has dtype=T\.bool",
+        # ... and as the index of a read, `x[mask]` (aten.index.Tensor with a bool tensor: an output
+        # of data-dependent size): `_index_tensor` has no mask path and hands it to Relax's take,
+        # which refuses it in its own words (run 7, judged UNSUPPORTED)
+        r"Take op requires the input indices to have integer dtype\. However, the given indices dtype is T\.bool",
     )
 
     def unimplemented_feature(self, built: SingleOpModel) -> str | None:
