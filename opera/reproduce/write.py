@@ -87,7 +87,6 @@ message:   {message}
 Exit status 1: the failure reproduces (an exception, or outputs beyond the threshold);
 0: it does not. A native crash or a hang shows as itself.
 """
-import ast
 import base64
 import json
 import sys
