@@ -42,3 +42,5 @@ run generated-keras.jsonl.gz -t tvm-keras -t ov-keras --oracle all
 run torch.jsonl.gz --sample 1000 --sample-seed 0 -t tvm-torch -t ov-torch -t inductor-torch --oracle all
 run generated-torch.jsonl.gz -t tvm-torch -t ov-torch -t inductor-torch --batch 16
 run torch.jsonl.gz -t tvm-torch -t ov-torch -t inductor-torch --batch 16
+# the generated torch corpus with every oracle: a seeded sample, as for the human torch corpus
+run generated-torch.jsonl.gz --sample 600 --sample-seed 0 -t tvm-torch -t ov-torch -t inductor-torch --oracle all
