@@ -411,7 +411,8 @@ status = "new"
     assert f"ledger {ledger}: bug #2, test-faults; signature crash:test-faults:" in printed
     assert "matched no root cause" in printed and "1 entry(ies) of other targets not checked (tvm-onnx)" in printed
 
-    # opera bugs --ledger: a signature is known when an entry names it; the root-cause view matches fully
+    # opera bugs --ledger: a signature is known when an entry names it, or knows every root cause
+    # under it (the crash's entry names only its root cause's id); the root-cause view matches fully
     ledger.write_text(
         ledger.read_text()
         + f'\n[[bug]]\ntarget = "test-wrong"\nsignature = "{wrong["signatures"][0]}"\n'
@@ -420,12 +421,26 @@ status = "new"
     assert main(["bugs", "--store", str(store), "--ledger", str(ledger)]) == 0
     listing = capsys.readouterr().out
     rows = {line.split()[-1]: line.split()[2] for line in listing.splitlines() if re.match(r"^\s+\d+\s", line)}
-    assert rows == {crash["signatures"][0]: "new", wrong["signatures"][0]: "known"}, listing
+    assert rows == {crash["signatures"][0]: "known", wrong["signatures"][0]: "known"}, listing
     assert f"ledger: bug #4, reported: {URL}/2" in listing
+    assert f"ledger, by root cause: {crash['id']} bug #1 ({crash['id']})" in listing
+    assert "(2 known to the ledger" in listing and ", 0 new)" in listing
     assert main(["bugs", "--store", str(store), "--ledger", str(ledger), "--json"]) == 0
     as_json = {b["signature"]: b["ledger"] for b in json.loads(capsys.readouterr().out)}
-    assert as_json[crash["signatures"][0]] == {"known": False}
+    assert as_json[crash["signatures"][0]]["known"] is True
+    assert [c["id"] for c in as_json[crash["signatures"][0]]["root_causes"]] == [crash["id"]]
+    # without the entry that knows the root cause, the same signature is new again
+    knowing = ledger.read_text()
+    ledger.write_text(knowing.replace(f'id = "{crash["id"]}"', 'id = "rc-0000000000"'))
+    assert main(["bugs", "--store", str(store), "--ledger", str(ledger)]) == 0
+    listing = capsys.readouterr().out
+    rows = {line.split()[-1]: line.split()[2] for line in listing.splitlines() if re.match(r"^\s+\d+\s", line)}
+    assert rows[crash["signatures"][0]] == "new", listing
+    assert main(["bugs", "--store", str(store), "--ledger", str(ledger), "--json"]) == 0
+    as_json = {b["signature"]: b["ledger"] for b in json.loads(capsys.readouterr().out)}
+    assert as_json[crash["signatures"][0]]["known"] is False
     assert as_json[wrong["signatures"][0]]["url"] == f"{URL}/2"
+    ledger.write_text(knowing)
     assert main(["bugs", "--store", str(store), "--ledger", str(ledger), "--root-causes"]) == 0
     listing = capsys.readouterr().out
     assert f"{crash['id']}" in listing and f"known (reported: {URL})" in listing

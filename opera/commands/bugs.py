@@ -3,10 +3,11 @@ counts, one reproducer each, and whether that reproducer shows its failure on it
 
 With a ledger of known bugs (``--ledger``, default ``bugs/ledger.toml`` when it exists here), each
 signature is ``known`` when a ledger entry of its target names it (its ``signature`` key, whatever
-features or error narrow the entry) and ``new`` otherwise; an entry with only an ``id`` names a
-root cause, not a signature, and counts in ``--root-causes`` (each root cause matched as
-``opera triage`` does), not in the signature list. A ledger with no entry for the listed targets
-changes nothing (the project's ledger is about real compilers, not a store of test targets)."""
+features or error narrow the entry), or when the ledger knows every root cause under it (each root
+cause matched as ``--root-causes`` and ``opera triage`` match it: an entry with only an ``id`` or an
+``error`` names root causes, not signatures); ``part`` when it knows some of them, ``new``
+otherwise. A ledger with no entry for the listed targets changes nothing (the project's ledger is
+about real compilers, not a store of test targets)."""
 
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         evidence = {b.signature: store.signature_evidence(b.signature, b.example_instance, args.run) for b in bugs}
         harness = _harness_errors(store, args.run)
         rule_counts = store.rule_counts(args.run)
-    ledger = _for_targets(ledger, {b.target for b in bugs})
+        ledger = _for_targets(ledger, {b.target for b in bugs})
+        by_cause = _signatures_by_root_cause(store, args.run, ledger) if ledger is not None else {}
     from opera.reproduce.verify import summarize
 
     summary = summarize(bugs)
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 [
                     {**b.__dict__, "outcome": b.outcome.value}
                     | {"message": evidence[b.signature][0], "source_tests": evidence[b.signature][1]}
-                    | ({"ledger": _ledger_json(ledger, b)} if ledger is not None else {})
+                    | ({"ledger": _ledger_json(ledger, b, by_cause)} if ledger is not None else {})
                     for b in bugs
                 ],
                 indent=2,
@@ -135,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
     width = max(len(_status(b)) for b in bugs)
     for b in bugs:
         entry = _named_by(ledger, b) if ledger is not None else None
-        known = "" if ledger is None else f"{'known' if entry is not None else 'new':<5}  "
+        causes = by_cause.get(b.signature, [])
+        known = "" if ledger is None else f"{_known_mark(entry, causes):<5}  "
         print(f"{b.count:>5}  {_status(b):<{width}}  {known}{b.signature}")
         pad = " " * (7 + width + 2 + len(known))
         print(
@@ -152,10 +155,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"{pad}on its own: {b.repro_detail}")
         if entry is not None:
             print(f"{pad}ledger: {entry.name}, {entry.label.removeprefix('known (').removesuffix(')')}")
+        elif any(e is not None for _, e in causes):
+            named = ", ".join(f"{cid} {e.name}" if e is not None else f"{cid} new" for cid, e in causes)
+            print(f"{pad}ledger, by root cause: {named}")
     line = f"{len(bugs)} signature(s)"
     if ledger is not None:
-        known_count = sum(_named_by(ledger, b) is not None for b in bugs)
-        line += f" ({known_count} known to the ledger {ledger.path}, {len(bugs) - known_count} new)"
+        marks = Counter(_known_mark(_named_by(ledger, b), by_cause.get(b.signature, [])) for b in bugs)
+        partly = f", {marks['part']} with some of their root causes known" if marks["part"] else ""
+        line += f" ({marks['known']} known to the ledger {ledger.path}{partly}, {marks['new']} new)"
     if summary.verified or summary.unverified:
         line += f"; {summary.headline()}"
     print(line)
@@ -203,26 +210,62 @@ def _named_by(ledger: Ledger, bug: BugRecord) -> Entry | None:
     return next((e for e in ledger.entries if e.target == bug.target and e.names_signature(bug.signature)), None)
 
 
-def _ledger_json(ledger: Ledger, bug: BugRecord) -> dict[str, Any]:
+def _ledger_json(ledger: Ledger, bug: BugRecord, by_cause: dict[str, list[tuple[str, Entry | None]]]) -> dict[str, Any]:
     entry = _named_by(ledger, bug)
-    return {"known": False} if entry is None else {"known": True, **entry.to_json()}
+    if entry is not None:
+        return {"known": True, **entry.to_json()}
+    causes = by_cause.get(bug.signature, [])
+    if not causes:
+        return {"known": False}
+    return {
+        "known": _known_mark(None, causes) == "known",
+        "root_causes": [{"id": cid, **({"known": False} if e is None else {"known": True, **e.to_json()})} for cid, e in causes],
+    }
+
+
+def _known_mark(entry: Entry | None, causes: list[tuple[str, Entry | None]]) -> str:
+    """``known`` when an entry names the signature or knows every root cause under it (an entry
+    with only an ``id`` names a root cause), ``part`` when it knows some, else ``new``."""
+    if entry is not None:
+        return "known"
+    found = sum(e is not None for _, e in causes)
+    return "new" if not found else "known" if found == len(causes) else "part"
+
+
+def _signatures_by_root_cause(store: ResultStore, run: int | None, ledger: Ledger) -> dict[str, list[tuple[str, Entry | None]]]:
+    """Each failing signature's root causes (as ``--root-causes`` finds them) with the ledger entry
+    that knows each, or None."""
+    causes, targets = _find_root_causes(store, run)
+    known = ledger.classify(causes, targets)
+    out: dict[str, list[tuple[str, Entry | None]]] = {}
+    for cause in causes:
+        for signature in cause.signatures:
+            out.setdefault(signature, []).append((cause.id, known.entry(cause)))
+    return out
+
+
+def _find_root_causes(store: ResultStore, run: int | None) -> tuple[list[Any], set[str]]:
+    """The root causes of a run's (or the store's) latest results, and the targets examined."""
+    from opera.commands.triage import latest_results
+    from opera.corpus import instances_by_id
+    from opera.triage.root_causes import find_root_causes
+
+    results = latest_results(store.results(run))
+    runs = [store.get_run(run)] if run is not None else store.runs()
+    instances = instances_by_id(
+        (c for r in runs for c in r.corpus),
+        {r.instance_id for r in results},
+        warn=lambda line: print(line + " (its failures are one root cause per signature)", file=sys.stderr),
+    )
+    return find_root_causes(results, instances), {r.target for r in results}
 
 
 def _root_causes(store: ResultStore, args: argparse.Namespace, ledger: Ledger | None = None) -> int:
     """Root cause -> its signatures -> example instances (``opera triage`` writes the reports)."""
     from opera.commands.triage import latest_results
-    from opera.corpus import instances_by_id
-    from opera.triage.root_causes import find_root_causes
 
+    causes, targets = _find_root_causes(store, args.run)
     results = latest_results(store.results(args.run))
-    runs = [store.get_run(args.run)] if args.run is not None else store.runs()
-    instances = instances_by_id(
-        (c for run in runs for c in run.corpus),
-        {r.instance_id for r in results},
-        warn=lambda line: print(line + " (its failures are one root cause per signature)", file=sys.stderr),
-    )
-    causes = find_root_causes(results, instances)
-    targets = {r.target for r in results}
     ledger = _for_targets(ledger, targets)
     known = ledger.classify(causes, targets) if ledger is not None else None
     if args.json:
