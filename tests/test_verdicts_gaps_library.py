@@ -434,3 +434,42 @@ def test_new_value_kinds_classes(target: str, instance_id: str, outcome: Outcome
     result = verdict_in_process(state, _new_kinds(instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
+
+
+# Generated ONNX mutants with an attribute outside its documented values, judged UNDEFINED on the
+# whole-corpus run (TopK sorted=-1, keepdims=-1, periodic=-1, LpPool p=0): now undefined before
+# any compiler runs, as Trilu's upper already was
+GENERATED_OUTSIDE_THE_DOMAIN = [
+    ("2abdc6d073cd304eb00a", "sorted is"),
+    ("ac9a55b1159ae120ed80", "keepdims is"),
+    ("636d6bb09f713f885e05", "periodic"),
+    ("5a7cd7bd4dbf793f79bc", "Lp norm"),
+]
+
+
+@pytest.mark.parametrize(("instance_id", "words"), GENERATED_OUTSIDE_THE_DOMAIN)
+def test_generated_attribute_values_outside_the_spec_are_undefined(instance_id: str, words: str, state) -> None:
+    result = verdict_in_process(state, _by_id("generated-onnx", instance_id), "tvm-onnx")
+    assert result.outcome is Outcome.UNDEFINED, (result.outcome, result.message[-300:])
+    assert "outside the operator's domain" in result.message and words in result.message, result.message
+
+
+def test_attribute_values_the_spec_defines_stay_in_the_domain() -> None:
+    import numpy as np
+
+    from opera.verdict.oracles import load_oracle_config
+    from opera.verdict.undefined import outside_domain
+
+    rules = load_oracle_config().undefined
+    x = np.zeros((2, 3), np.float32)
+    for api, kwargs in [
+        ("onnx::TopK", {"sorted": 0}),
+        ("onnx::TopK", {"sorted": 1}),
+        ("onnx::ReduceSum", {"keepdims": 0}),
+        ("onnx::HannWindow", {"periodic": 1}),
+        ("onnx::LpPool", {"p": 1}),
+        ("onnx::LpPool", {"p": 3}),
+    ]:
+        assert outside_domain(rules, api, kwargs, {"input_0": x}, [x]) is None, (api, kwargs)
+    assert outside_domain(rules, "onnx::ReduceSum", {"keepdims": 65537}, {"input_0": x}, [x]) is not None
+    assert outside_domain(rules, "onnx::LpPool", {"p": -1}, {"input_0": x}, [x]) is not None
