@@ -486,6 +486,8 @@ class OnnxTemplate(Template):
             _check_generated_against_onnxruntime(built.instance, str(exc), built.details["ort_error"])
             outputs = ReferenceEvaluator(built.model).run(None, feeds)
             built.details["reference"] = "onnx.reference"
+        else:
+            _check_generated_as_the_frontends_get_it(built, ort, options)
         flat = flatten_outputs(outputs)
         _check_output_shapes(built.model, flat)
         return flat
@@ -668,6 +670,40 @@ def _check_generated_against_onnxruntime(inst: Any, text: str, ort_error: str) -
     if inst.source.origin is not Origin.TOOL or _ORT_LACKS.search(text):  # the whole message, not its first line
         return
     raise ValueError(f"onnxruntime rejects this generated instance (not a missing feature): {ort_error}")
+
+
+class _RejectedAsFrozen(ValueError):
+    """A generated instance onnxruntime rejects once its parameter inputs are constants."""
+
+
+def _check_generated_as_the_frontends_get_it(built: SingleOpModel, ort: Any, options: Any) -> None:
+    """Refuse a generated mutant that onnxruntime runs with every input fed at run time but rejects
+    once its parameter inputs are constants, the model every ONNX frontend gets
+    (``opera.run.targets._onnx_prep``): onnxruntime checks an input the schema calls a scalar or a
+    1-D list only when it is a constant. Judged UNDEFINED on the whole-corpus run: HammingWindow's
+    ``size`` as int32[1], CenterCropPad's ``shape`` as a 0-d tensor, NonMaxSuppression's
+    ``max_output_boxes_per_class`` of rank 6; every frontend rightly refused them."""
+    from opera.model import Origin
+
+    if built.instance.source.origin is not Origin.TOOL:
+        return
+    from opera.run.targets._onnx_prep import prepare_built
+
+    prepared = prepare_built(built)
+    if len(prepared.runtime_names) == len(built.inputs):
+        return  # nothing frozen: the same model
+    try:
+        model_bytes = prepared.model.SerializeToString()  # type: ignore[attr-defined]
+        session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        session.run(None, dict(zip(prepared.runtime_names, prepared.select(built.inputs), strict=True)))
+    except Exception as exc:
+        if _ORT_LACKS.search(str(exc)):
+            return
+        text = str(exc).strip().splitlines()
+        raise _RejectedAsFrozen(
+            "onnxruntime rejects this generated instance once its parameter inputs are constants, as the "
+            f"frontends get them: {type(exc).__name__}: {text[0][:300] if text else ''}"
+        ) from None
 
 
 def _check_output_shapes(model: Any, outputs: list[np.ndarray]) -> None:

@@ -220,10 +220,11 @@ def _input_true(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
 
 
 def _input_rank(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
-    """An input (named by ``input``) whose rank is not one of ``ranks``: e.g. a 1-D quantization
-    scale where the opset defines a scalar one."""
-    value = case.inputs.get(str(options.get("input", "")))
-    if value is None or np.ndim(value) in options.get("ranks", ()):
+    """An input (named by ``input``, or any of ``inputs``) whose rank is not one of ``ranks``: e.g.
+    a 1-D quantization scale where the opset defines a scalar one."""
+    names = [str(n) for n in options.get("inputs", [])] or [str(options.get("input", ""))]
+    ranks = options.get("ranks", ())
+    if not any(case.inputs.get(n) is not None and np.ndim(case.inputs[n]) not in ranks for n in names):
         return None
     return [True for _ in case.reference]
 
