@@ -97,10 +97,22 @@ class BatchRule(Rule):
                 return self.crashed(ctx, exc, f"the model on batch slice {index} (shape {[1, *first.shape[1:]]}) failed")
             comparison = ctx.compare(_rows(ctx.outputs, index), actual, inputs=built.inputs)
             if not comparison.consistent:
+                what = f"slice {index} of {batch} vs row {index} of the batch"
+                # as the variant rules do (Rule.compare_with_default): the batch's build twice more
+                # and the slice's once more; one that disagrees with itself (an empty-set reduction's
+                # uninitialized output) leaves the rule no judge
+                again = [ctx.target.run(ctx.compiled, ctx.fresh_inputs()) for _ in range(2)]
+                slice_again = target.run(compiled, [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs])
+                if any(not ctx.compare(ctx.outputs, o).consistent for o in again) or not ctx.compare(actual, slice_again).consistent:
+                    return RuleResult(
+                        self.name,
+                        "nondeterministic",
+                        distance=comparison.distance,
+                        message=f"the batch's build or the slice's disagrees with itself on another run; {what}: {comparison.reason}"[:2000],
+                    )
                 slice_ok = ctx.compare(reference, actual, inputs=built.inputs).consistent
                 batch_ok = ctx.compare(_rows(ctx.reference, index), _rows(ctx.outputs, index)).consistent
                 agrees = "the batch" if batch_ok and not slice_ok else "the slice" if slice_ok and not batch_ok else "neither"
-                what = f"slice {index} of {batch} vs row {index} of the batch"
                 if agrees == "neither" and ctx.verdict is Outcome.UNSUPPORTED:
                     # both builds carry the test's own coverage gap, whose effect depends on the batch
                     # (GATHER's batch_dims, never read by TVM's TFLite frontend, on take_along_axis)
