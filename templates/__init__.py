@@ -142,6 +142,9 @@ class Template:
         except Exception as exc:  # the library rejecting the instance is the verdict itself
             msg = f"{type(exc).__name__}: {exc}".strip().splitlines()
             return inst.with_verdict(False, (msg[0] if msg else type(exc).__name__)[:300])
+        rejected = built.details.get("library_rejects")
+        if rejected:  # the library refuses the model as the frontends get it
+            return inst.with_verdict(False, str(rejected)[:300])
         return inst.with_verdict(True, None, output_signature(outputs))
 
 

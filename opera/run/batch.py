@@ -142,6 +142,7 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
         if (
             not again.consistent
             or built.details.get("draws_random")  # its reference drew random numbers
+            or built.details.get("library_rejects")  # invalid: its own run says so
             or not all(isinstance(x, np.ndarray) for x in pristine)
             or judge_domain(state.oracle, built, pristine, reference) is not None
         ):

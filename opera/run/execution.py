@@ -309,6 +309,9 @@ def _execute_test(
     outside = judge_domain(state.oracle, built, pristine, reference)
     if outside is not None:  # nothing a compiler does with it is a deviation
         return finish(Outcome.UNDEFINED, Stage.REFERENCE, message=first_lines(outside)), None
+    rejected = built.details.get("library_rejects")
+    if rejected:  # the library refuses the model as the frontends get it (the ONNX template's check)
+        return finish(Outcome.INVALID, Stage.REFERENCE, message=first_lines(str(rejected))), None
     # A reference that disagrees with itself (a random operator, uninitialized memory) still goes
     # through the compiler: its crashes are findings; only count, shapes and dtypes are compared.
     nondeterministic = None if again.consistent else again
