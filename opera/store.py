@@ -563,7 +563,7 @@ class ResultStore:
                 ) from None
             if masked:
                 new_bug = self._count_bug(masked, result, run_id, Outcome.CRASH) or new_bug
-            new_bug = self._add_rule_results(run_id, result) or new_bug
+            new_bug = self._add_rule_results(run_id, result, instance_size) or new_bug
             if result.signature and result.outcome in FAILURE_OUTCOMES:
                 new_bug = self._count_bug(result.signature, result, run_id, result.outcome) or new_bug
                 if result.reproducer:
@@ -572,9 +572,10 @@ class ResultStore:
                     )
         return new_bug
 
-    def _add_rule_results(self, run_id: int, result: TestResult) -> bool:
+    def _add_rule_results(self, run_id: int, result: TestResult, instance_size: int | None = None) -> bool:
         """The test's rule outcomes (``result.extra["rules"]``, opera.run.rules); a failing rule
-        counts for its own bug row. True when one of them is a new bug."""
+        counts for its own bug row, with the rule's reproducer when it wrote one (``reproducer``).
+        True when one of them is a new bug."""
         new_bug = False
         for rule, outcome in (result.extra.get("rules") or {}).items():
             signature = outcome.get("signature")
@@ -596,6 +597,8 @@ class ResultStore:
             kind = {"inconsistent": Outcome.INCONSISTENT, "crash": Outcome.CRASH}.get(outcome["outcome"])
             if signature and kind is not None:
                 new_bug = self._count_bug(signature, result, run_id, kind) or new_bug
+                if outcome.get("reproducer"):
+                    self._adopt_reproducer(signature, outcome["reproducer"], instance_size, result.instance_id, result.api)
         return new_bug
 
     def rule_results(self, run_id: int) -> list[RuleRecord]:

@@ -522,3 +522,33 @@ def test_batch_on_an_output_that_differs_from_run_to_run_is_no_finding() -> None
     found = rules["batch"]
     assert found["outcome"] == "nondeterministic", found
     assert "disagrees with itself on another run" in found["message"] and "signature" not in found
+
+
+def _torch_call(api: str, *args: np.ndarray) -> OperatorInstance:
+    return OperatorInstance(library="torch", api=api, kind=InstanceKind.FUNCTION, args=args, source=Source(suite="opera-tests", test=api))
+
+
+def test_a_paths_finding_comes_with_a_standalone_reproducer_of_the_onnx_path(tmp_path) -> None:
+    """OpenVINO's ONNX frontend broadcasts an empty (0, 1, 3) against (0, 10, 3) to (0, 1, 3) on
+    the export of ``torch.gt`` (judged REAL; ov-torch gives torch's (0, 10, 3)). The rule's bug row
+    carries a script that runs the export through ov-onnx alone and exits 1 while the defect is there."""
+    import subprocess
+    import sys
+
+    inst = _torch_call("torch.gt", np.zeros((0, 1, 3), np.float32), np.zeros((0, 10, 3), np.float32))
+    corpus = write(tmp_path / "c.jsonl", [inst])
+    store = tmp_path / "s.db"
+    args = ["run", str(corpus), "-t", "ov-torch", "--store", str(store), "--workers", "1", "--oracle", "paths", "-q"]
+    assert main(args) == 0
+    with ResultStore(store) as s:
+        assert s.outcome_counts(1) == {"ov-torch": {"pass": 1}}
+        [bug] = s.bugs(1)
+    assert bug.signature == "inconsistent:ov-torch:rule=paths:converter=aten.gt.Tensor"
+    assert bug.reproducer is not None and Path(bug.reproducer).name.endswith(".py")
+    script = Path(bug.reproducer).read_text()
+    assert "target:    ov-onnx" in script and "import opera" not in script and "from opera" not in script
+    shown = subprocess.run([sys.executable, bug.reproducer], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert shown.returncode == 1 and "shape (0, 10, 3) vs (0, 1, 3)" in shown.stdout
+    # the run's own verification ran it too
+    assert bug.repro_status == "reproduces"
+

@@ -15,6 +15,7 @@ memory blow-ups cannot be caught here: the executor watching the worker records 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import os
 import time
@@ -410,7 +411,43 @@ def _run_rules(
         values_comparable=comparable and not state.oracle.is_random(inst.api),
         undefined=judge_undefined_values(state.oracle, built, pristine, reference),
     )
-    return run_rules(state.settings.rules, ctx, before)
+    write = functools.partial(_write_rule_reproducer, state, result) if state.settings.reproducer_dir else None
+    return run_rules(state.settings.rules, ctx, before, write)
+
+
+def _write_rule_reproducer(state: WorkerState, test: TestResult, rule: Any) -> str | None:
+    """A failing rule's evidence (``RuleEvidence``) as a standalone script at a temporary name (the
+    runner keeps the smallest per signature); None where it cannot be written (a reproducer is a
+    convenience: the rule's result stands)."""
+    from opera.reproduce.write import write_reproducer
+
+    assert state.settings.reproducer_dir is not None
+    evidence = rule.evidence
+    stage = Stage.RUN if rule.outcome == "inconsistent" else Stage.CONVERT
+    failed = TestResult(
+        test.instance_id,
+        test.api,
+        evidence.target.name,
+        Outcome.INCONSISTENT if rule.outcome == "inconsistent" else Outcome.CRASH,
+        stage,
+        signature=rule.signature,
+        message=rule.message,
+    )
+    temp = Path(state.settings.reproducer_dir) / "tmp" / f"{test.instance_id}-{test.target}-{rule.rule}-{os.getpid()}.py"
+    try:
+        path = write_reproducer(
+            evidence.built.instance,
+            evidence.target,
+            failed,
+            temp.parent,
+            built=evidence.built,
+            reference=evidence.expected,
+            file_name=temp.name,
+        )
+    except Exception as exc:
+        print(f"opera: could not write a reproducer for rule {rule.rule} on {test.instance_id}: {exc}", flush=True)
+        return None
+    return str(path) if path is not None else None
 
 
 def _masked_crash(

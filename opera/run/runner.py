@@ -517,6 +517,11 @@ def _execute(
         size = instance_size(inst)
         if temp_reproducer is not None:
             result.reproducer = _adopt(store, repro_dir, result.signature, size, temp_reproducer)
+        for rule in (result.extra.get("rules") or {}).values():
+            temp = rule.pop("reproducer_temp", None)
+            kept = _adopt(store, repro_dir, rule.get("signature"), size, temp) if temp else None
+            if kept is not None:
+                rule["reproducer"] = kept
         store.add_result(run_id, result, instance_size=size)
         ran_now += 1
         progress.update(result)

@@ -28,7 +28,7 @@ import abc
 import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ __all__ = [
     "RULE_OUTCOMES",
     "Rule",
     "RuleContext",
+    "RuleEvidence",
     "RuleResult",
     "VariantRule",
     "parse_oracles",
@@ -65,6 +66,18 @@ RULE_OUTCOMES = ("pass", "inconsistent", "crash", "not-applicable", "nondetermin
 
 
 @dataclass
+class RuleEvidence:
+    """What shows a rule's finding on its own: ``target`` given ``built`` must compute
+    ``expected`` (the library's reference). The worker writes it as a standalone reproducer, like a
+    test's (``opera.reproduce.write``): ``paths`` gives the compiler's ONNX target with the exported
+    model, ``transforms`` the test's target with the rewritten model."""
+
+    target: Any
+    built: Any
+    expected: list[np.ndarray]
+
+
+@dataclass
 class RuleResult:
     rule: str
     outcome: str
@@ -74,9 +87,12 @@ class RuleResult:
     duration: float = 0.0
     # which side agrees with the library's reference, when the rule compared two compiler runs
     agrees_with_reference: str | None = None
+    # a failing rule's reproducer material (not stored: the worker turns it into a script)
+    evidence: RuleEvidence | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
+        values = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "evidence")
+        return {k: v for k, v in values if v is not None and v != ""}
 
 
 @dataclass
@@ -301,13 +317,19 @@ def parse_oracles(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def run_rules(
-    names: Sequence[str], ctx: RuleContext, before: Callable[[str, dict[str, dict[str, Any]], str], None] | None = None
+    names: Sequence[str],
+    ctx: RuleContext,
+    before: Callable[[str, dict[str, dict[str, Any]], str], None] | None = None,
+    write_evidence: Callable[[RuleResult], str | None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run each named rule on the test; ``{rule: RuleResult.to_dict()}``. A rule's own failure
     never stops the others, and never changes the test's verdict. ``before(name, done so far,
     step)`` is told each rule before it runs, and again at each step the rule reports
     (``RuleContext.report_step``: the local executor keeps it; a rule that kills the worker is that
-    rule's native crash, not the test's, unless the library's side of it was running)."""
+    rule's native crash, not the test's, unless the library's side of it was running).
+    ``write_evidence``: turns a failing rule's evidence into a reproducer script, whose temporary
+    path goes into the rule's dict as ``reproducer_temp`` (the runner keeps the smallest per
+    signature, as for a test's own)."""
     from opera.run.targets import NotApplicable
 
     out: dict[str, dict[str, Any]] = {}
@@ -330,4 +352,8 @@ def run_rules(
             )
         result.duration = time.perf_counter() - started
         out[name] = result.to_dict()
+        if write_evidence is not None and result.evidence is not None and result.outcome in ("crash", "inconsistent"):
+            path = write_evidence(result)
+            if path is not None:
+                out[name]["reproducer_temp"] = path
     return out

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.run.rules import RULES, Rule, RuleContext, RuleResult, which_agrees
+from opera.run.rules import RULES, Rule, RuleContext, RuleEvidence, RuleResult, which_agrees
 
 # The compiler -> the name of its ONNX target.
 ONNX_TARGET = {"tvm": "tvm-onnx", "openvino": "ov-onnx"}
@@ -152,7 +152,9 @@ class PathsRule(Rule):
                 raise
             ran = onnx_built.details.get("reference") or "onnxruntime"  # onnx.reference where onnxruntime refused it
             where = f"{other.name} failed on the {exporter} export that {ran} runs and {ctx.target_name} converts"
-            return self.crashed(ctx, exc, where, via=other, via_built=onnx_built)
+            result = self.crashed(ctx, exc, where, via=other, via_built=onnx_built)
+            result.evidence = _evidence(ctx, other, onnx_built)
+            return result
         comparison = ctx.compare(ctx.outputs, outputs)
         if comparison.consistent:
             return self.passed(comparison, f"{ctx.target_name} and {other_name} agree")
@@ -174,7 +176,19 @@ class PathsRule(Rule):
                 message=f"{ctx.target_name} or {other_name} disagrees with itself on another run; {comparison.reason}"[:2000],
             )
         agrees = which_agrees(ctx, ctx.outputs, outputs, (ctx.target_name, other_name))
-        return self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
+        result = self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
+        if agrees == ctx.target_name:  # the ONNX path is the odd one out: it alone shows the finding
+            result.evidence = _evidence(ctx, other, onnx_built)
+        return result
+
+
+def _evidence(ctx: RuleContext, other: Any, onnx_built: Any) -> RuleEvidence:
+    """The ONNX frontend on the export must compute the library's reference (the rule checked
+    that onnxruntime does): a reproducer of the finding that needs neither the torch frontend nor
+    Opera."""
+    import dataclasses
+
+    return RuleEvidence(other, dataclasses.replace(onnx_built, inputs=ctx.fresh_inputs()), list(ctx.reference))
 
 
 def _not_computed(ctx: RuleContext, other: Any, onnx_built: Any) -> tuple[set[int], str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from opera.run.rules import RULES, Rule, RuleContext, RuleResult
+from opera.run.rules import RULES, Rule, RuleContext, RuleEvidence, RuleResult
 
 
 def _wrap(model: Any, kind: str) -> Any:
@@ -100,10 +100,12 @@ class TransformsRule(Rule):
                     continue
                 result = self.crashed(ctx, exc, f"the model rewritten by '{name}' failed")
                 result.message = f"rewrite {name}: " + result.message
+                result.evidence = _evidence(ctx, built)
                 return result
             comparison = ctx.compare(ctx.outputs, outputs, inputs=built.inputs)
             if not comparison.consistent:
                 result = self.differs(ctx, comparison, f"rewrite {name} vs the plain model")
+                result.evidence = _evidence(ctx, built)
                 return result
             distances.append(comparison.distance or 0.0)
         if not distances:
@@ -145,3 +147,14 @@ class TransformsRule(Rule):
         if not ctx.compare(ctx.reference, reference, inputs=inputs).consistent:
             return None
         return built
+
+
+def _evidence(ctx: RuleContext, built: Any) -> RuleEvidence | None:
+    """The rewritten model on the test's own target must compute the library's reference (every
+    rewrite is the same computation). Only where the plain model passed: then the reproducer shows
+    the rule's finding, not the test's own failure again."""
+    from opera.outcomes import Outcome
+
+    if ctx.verdict is not Outcome.PASS:
+        return None
+    return RuleEvidence(ctx.target, dataclasses.replace(built, inputs=ctx.fresh_inputs()), list(ctx.reference))
