@@ -3,7 +3,9 @@ reduction did (median instance size before/after, seconds per root cause), and h
 reproducers still show their failure on their own.
 
     opera triage --store S -o DIR --reduce            # writes DIR/root-causes.json, DIR/reproducers/
-    python benchmarks/triage_figures.py DIR [--jobs 2] [--timeout 300] [-o benchmarks/results/triage.json]
+    python benchmarks/triage_figures.py DIR [DIR ...] [--jobs 2] [--timeout 300] [-o benchmarks/results/triage.json]
+
+Several DIRs (one `opera triage --target ...` each, run side by side) are counted as one triage.
 
 Each reproducer runs in a fresh interpreter (exit 1: the failure shows; anything else: it does
 not). ``--exit-codes FILE`` reuses lines ``<script> <exit status>`` from an earlier run instead.
@@ -86,17 +88,22 @@ def figures(entries: list[dict[str, Any]], exits: dict[str, int]) -> dict[str, A
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("triage_dir", type=Path, help="an `opera triage -o DIR` folder")
+    parser.add_argument("triage_dirs", type=Path, nargs="+", help="`opera triage -o DIR` folders")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="per reproducer, seconds")
     parser.add_argument("--exit-codes", type=Path, help="reuse '<script> <exit status>' lines")
     parser.add_argument("--no-scripts", action="store_true", help="do not run the reproducers")
     parser.add_argument("-o", "--output", type=Path, default=Path("benchmarks/results/triage.json"))
     args = parser.parse_args()
-    listing = args.triage_dir / "root-causes.json"
-    if not listing.exists():
-        parser.error(f"{listing} not found: run opera triage -o {args.triage_dir} first")
-    entries = json.loads(listing.read_text())
+    entries: list[dict[str, Any]] = []
+    scripts: dict[str, Path] = {}
+    for folder in args.triage_dirs:
+        listing = folder / "root-causes.json"
+        if not listing.exists():
+            parser.error(f"{listing} not found: run opera triage -o {folder} first")
+        found = json.loads(listing.read_text())
+        entries += found
+        scripts |= {e["id"]: folder / "reproducers" / f"{e['id']}.py" for e in found}
     exits: dict[str, int] = {}
     if args.exit_codes is not None:
         for line in args.exit_codes.read_text().splitlines():
@@ -104,7 +111,6 @@ def main() -> int:
             if name:
                 exits[Path(name).stem] = int(code)
     elif not args.no_scripts:
-        scripts = {e["id"]: args.triage_dir / "reproducers" / f"{e['id']}.py" for e in entries}
         present = {i: p for i, p in scripts.items() if p.exists()}
         with ThreadPoolExecutor(args.jobs) as pool:
             for rc_id, code in zip(present, pool.map(lambda p: _run(p, args.timeout), present.values()), strict=True):

@@ -31,7 +31,11 @@ least ``MIN_ERROR_ONLY`` characters, so that it names one defect, not a kind of 
 signature ending in ``*`` is a prefix: ``inconsistent:tvm-torch:converter=aten.linspace.*`` names
 the converter under every overload (an inconsistency has no error line to match on). An id is
 stable across runs as long as the same features explain the failure; the signature is the
-fallback when it changed, so an entry best carries both. An entry whose own id is
+fallback when it changed, so an entry best carries both, and for a crash its error line too: a
+signature names a frame, and a shared frame (a converter dispatcher, OpenVINO's ``node.cpp``,
+``OpConversionFailure`` in a shape-inference header) holds many defects; an entry without its error
+claims every one of them under its signature whenever its own id is absent (another run, another
+grouping). An entry whose own id is
 among the root causes examined does not also claim others by signature: a new defect under an
 old signature stays new.
 
