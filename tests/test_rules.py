@@ -552,3 +552,30 @@ def test_a_paths_finding_comes_with_a_standalone_reproducer_of_the_onnx_path(tmp
     # the run's own verification ran it too
     assert bug.repro_status == "reproduces"
 
+
+
+def test_a_transforms_crash_comes_with_a_reproducer_the_run_verifies(tmp_path) -> None:
+    """TVM's default pipeline fails on ``x.unsqueeze(0).squeeze(0)`` of an empty tensor (judged
+    REAL, bugs/oracles/tvm-torch-transforms-empty-unsqueeze-squeeze) where the plain ``torch.mul``
+    passes: the rule's script is the rewritten model on tvm-torch, and its exception signs as the
+    rule's signature without the rule."""
+    empty = np.zeros((0, 1, 3), np.float32)
+    corpus = write(tmp_path / "c.jsonl", [_torch_call("torch.mul", empty, empty)])
+    store = tmp_path / "s.db"
+    args = ["run", str(corpus), "-t", "tvm-torch", "--store", str(store), "--workers", "1", "--oracle", "transforms", "-q"]
+    assert main(args) == 0
+    with ResultStore(store) as s:
+        [bug] = s.bugs(1)
+    assert bug.signature == "crash:tvm-torch:rule=transforms:tvm/ir/transform.py:__call__:ValueError"
+    assert bug.repro_status == "reproduces", bug.repro_detail
+
+
+def test_a_rule_findings_script_is_judged_by_the_signature_its_target_gives() -> None:
+    from opera.reproduce.verify import shown_as
+
+    paths = "crash:ov-torch:rule=paths:ov-onnx:src/core/src/shape_util.cpp:OpConversionFailure"
+    assert shown_as("ov-torch", paths) == ("ov-onnx", "crash:ov-onnx:src/core/src/shape_util.cpp:OpConversionFailure")
+    rewrite = "crash:tvm-torch:rule=transforms:tvm/ir/transform.py:__call__:ValueError"
+    assert shown_as("tvm-torch", rewrite) == ("tvm-torch", "crash:tvm-torch:tvm/ir/transform.py:__call__:ValueError")
+    own = "crash:tvm-onnx:tvm/relax/frontend/onnx/onnx_frontend.py:_impl_v13:KeyError"
+    assert shown_as("tvm-onnx", own) == ("tvm-onnx", own)

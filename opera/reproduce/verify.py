@@ -366,24 +366,44 @@ def classify(outcome: Outcome | str, signature: str, run: ScriptRun) -> tuple[st
     return OTHER_FAILURE, f"exit 1 ({_last_line(run.stdout)}), the run saw {outcome.value}"
 
 
+def shown_as(target: str, signature: str) -> tuple[str, str]:
+    """The target a bug's script runs and the signature its exception gets there. A test's own
+    bug: its own. A rule's finding (``opera.run.rules``) is shown by a script without the rule:
+    ``crash:ov-torch:rule=paths:ov-onnx:<frame>`` by an ov-onnx script whose exception signs
+    ``crash:ov-onnx:<frame>``; ``crash:tvm-torch:rule=transforms:<frame>`` by a tvm-torch script
+    signing ``crash:tvm-torch:<frame>``."""
+    kind, _, rest = signature.partition(":")
+    own, _, rest = rest.partition(":")
+    if not rest.startswith("rule="):
+        return target, signature
+    rest = rest.partition(":")[2]
+    via, _, after = rest.partition(":")
+    from opera.run.targets import TARGETS
+
+    if after and via in TARGETS.names():
+        return via, f"{kind}:{via}:{after}"
+    return target, f"{kind}:{own}:{rest}"
+
+
 def verify_bug(bug: BugRecord, timeout_s: float, max_rss_bytes: int | None = None) -> Verification:
     """Run one bug's reproducer and judge it (no store access: safe in a thread)."""
     assert bug.reproducer is not None
+    target, signature = shown_as(bug.target, bug.signature)
     if not Path(bug.reproducer).is_file():
         return Verification(
             bug.signature, bug.reproducer, bug.reproducer_size, MISSING, "the script file is gone", None, 0.0
         )
     if Outcome(bug.outcome) is Outcome.TIMEOUT:  # a hang must outlast a slow machine, not just the limit
         timeout_s *= HANG_CONFIRM_FACTOR
-    run = run_reproducer(bug.reproducer, bug.target, timeout_s, max_rss_bytes=max_rss_bytes)
-    status, detail = classify(bug.outcome, bug.signature, run)
+    run = run_reproducer(bug.reproducer, target, timeout_s, max_rss_bytes=max_rss_bytes)
+    status, detail = classify(bug.outcome, signature, run)
     if status == NOT_REPRODUCED and Outcome(bug.outcome) is not Outcome.TIMEOUT:
         # Outputs that matched once may still differ on another run (uninitialized memory, a race):
         # run it FLAKY_RUNS times in all and say how often it fails.
         shown = 0
         for _ in range(FLAKY_RUNS - 1):
-            again = run_reproducer(bug.reproducer, bug.target, timeout_s, max_rss_bytes=max_rss_bytes)
-            verdict, again_detail = classify(bug.outcome, bug.signature, again)
+            again = run_reproducer(bug.reproducer, target, timeout_s, max_rss_bytes=max_rss_bytes)
+            verdict, again_detail = classify(bug.outcome, signature, again)
             if verdict == REPRODUCES:
                 shown += 1
                 run, reproduced = again, again_detail
