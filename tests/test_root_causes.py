@@ -142,6 +142,26 @@ def test_native_crashes_at_one_faulting_place_are_one_root_cause_across_operator
     assert {cause.error for cause in causes} == {merged.error, "SIGFPE at libopenvino_intel_cpu_plugin.so+0xb0636b", ""}
 
 
+def test_the_counters_in_generated_names_do_not_split_a_defect() -> None:
+    """One OpenVINO defect on the generated Keras corpus (a model whose output is its input loses
+    the output's name) was 138 root causes, one per Keras tensor name; quoted names that are not
+    counters still split."""
+    a, b, c = relus(3)
+    sig = "crash:ov-keras:InterfaceError:OpenVINO model has no result for declared output N"
+
+    def lost(inst: OperatorInstance, name: str) -> TestResult:
+        line = f"opera.run.targets._ov_io.InterfaceError: declared outputs ['{name}'], result names [['input_0']]"
+        return TestResult(inst.id, "keras.ops.ones_like", "ov-keras", Outcome.CRASH, Stage.RUN, signature=sig, message=_crash(line))
+
+    causes = find_root_causes([lost(a, "keras_tensor_80"), lost(b, "keras_tensor_151"), lost(c, "mask")], {i.id: i for i in (a, b, c)})
+    assert sorted(len(cause.instances) for cause in causes) == [1, 2]
+    assert "declared outputs ['keras_tensor_N'], result names [['input_N']]" in max(causes, key=lambda c: len(c.instances)).error
+    assert error_line(_crash("RuntimeError: ReduceSum node with name 'functional_166_1/Sum_2' gets 3")) == (
+        "RuntimeError: ReduceSum node with name 'functional_N_N/Sum_N' gets N"
+    )
+    assert error_line(_crash("KeyError: '_impl_v13'")) == "KeyError: '_impl_v13'"
+
+
 def test_error_line_reads_the_specific_line_of_a_native_message() -> None:
     message = _crash(
         "openvino._pyopenvino.OpConversionFailure: Check 'false' failed at "

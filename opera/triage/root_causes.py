@@ -108,6 +108,9 @@ _DTYPE_WORD = re.compile(
 )
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w])")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
+# the counter a framework appends to the names it makes up (Keras' ``keras_tensor_80``,
+# OpenVINO's ``functional_166_1/Sum_2``, Relax's ``inputs_0``): the same defect on the next model
+_NAME_COUNTER = re.compile(r"(?<=\w)_\d+(?=_|\W|$)")
 # lines of a native frontend's message that say where, not what
 _LOCATION_ONLY = re.compile(
     r"^(Exception from \S+:\d+:?|FrontEnd API failed with \w+:?|-- .* with a message:|Summary:|"
@@ -118,9 +121,10 @@ _LOCATION_ONLY = re.compile(
 def error_line(message: str) -> str:
     """What a stored crash message says went wrong, normalized (``raw_error_line`` with numbers,
     addresses and dtype names replaced, so that one defect met with other values reads the same).
-    Quoted names are kept: ``KeyError: 'num_heads'`` and ``KeyError: 'axis'`` are different defects."""
+    Quoted names are kept: ``KeyError: 'num_heads'`` and ``KeyError: 'axis'`` are different defects,
+    but not the counters in generated names (``'keras_tensor_80'`` reads ``'keras_tensor_N'``)."""
     line = raw_error_line(message)
-    line = _NUMBER.sub("N", _HEX.sub("ADDR", line))
+    line = _NUMBER.sub("N", _NAME_COUNTER.sub("_N", _HEX.sub("ADDR", line)))
     return " ".join(_DTYPE_WORD.sub("DT", line).split())[:200]
 
 
