@@ -283,3 +283,30 @@ def test_opera_triage_reduces_only_the_root_causes_the_ledger_does_not_know(tmp_
         assert entry["ledger"]["known"] is True
         assert (entry["reduction"] is not None) is reduced, entry
         assert ("the ledger does not know" in err) is not reduced
+
+
+def test_a_stored_failure_that_today_is_undefined_is_reclassified_not_flaky(tmp_path: Path, capsys) -> None:
+    """The whole-corpus store held failures older than the rules that now call them undefined
+    (LpPool with p = 0: the Lp norm has no value there). Reducing one re-checks the original first;
+    it is then no chance that it passes, and the triage says what it is today."""
+    from opera.store import ResultStore
+
+    pool = OperatorInstance(
+        library="onnx", api="onnx::LpPool", kind=InstanceKind.ONNX_NODE,
+        inputs=(np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 1, 4, 4),),
+        kwargs={"kernel_shape": [2, 2], "p": 0}, extra=dict(ONNX_EXTRA, opset=18),
+        source=Source(suite="opera-tests", test="lppool-p0"),
+    )  # fmt: skip
+    corpus = write(tmp_path / "c.jsonl", [pool])
+    store = tmp_path / "opera.db"
+    signature = "crash:tvm-onnx:tvm/relax/frontend/onnx/onnx_frontend.py:_impl_v1:ZeroDivisionError"
+    with ResultStore(store) as s:  # as an Opera without the domain rule stored it
+        run = s.create_run({}, tool_version="old", versions={}, corpus=[str(corpus)], planned=[(pool.id, "tvm-onnx")])
+        s.add_result(run, _result(pool, Outcome.CRASH, signature, _crash("ZeroDivisionError: division by zero", "_impl_v1")))
+        s.set_run_status(run, "complete")
+    out = tmp_path / "t"
+    assert main(["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--no-reproducers"]) == 0
+    (entry,) = json.loads((out / "root-causes.json").read_text())
+    assert entry["reduction"]["stopped_because"] == "reclassified" and entry["reduction"]["flaky"] is False
+    assert entry["reduction"]["recheck"].startswith("undefined"), entry["reduction"]
+    assert "reclassified: today's Opera calls its example undefined" in capsys.readouterr().err

@@ -74,6 +74,7 @@ __all__ = [
     "FIXED_POINT",
     "FLAKY",
     "MAX_CANDIDATES",
+    "RECLASSIFIED",
     "REDUCED_FROM",
     "IsolatedPredicate",
     "Reduction",
@@ -91,6 +92,9 @@ FIXED_POINT = "fixed point"
 BUDGET = "budget"
 MAX_CANDIDATES = "max candidates"
 FLAKY = "flaky"
+# the original's re-check got a verdict that is no failure by rule, not by chance (undefined, invalid,
+# unsupported): the stored failure predates a fixed false alarm, and nothing is left to reduce
+RECLASSIFIED = "reclassified"
 
 # extra keys that hold call keyword arguments (torch module forward, keras layer call)
 _EXTRA_KWARGS = ("forward_kwargs", "call_kwargs")
@@ -111,8 +115,10 @@ class Reduction:
     candidates: int = 0  # candidates run through still_fails (the first re-check not counted)
     accepted: int = 0
     seconds: float = 0.0
-    stopped_because: str = FIXED_POINT  # fixed point | budget | max candidates | flaky | error: ...
+    stopped_because: str = FIXED_POINT  # fixed point | budget | max candidates | flaky | reclassified | error: ...
     flaky: bool = False
+    # flaky or reclassified: what the original's re-check gave ("undefined: ...")
+    recheck: str = ""
 
     @property
     def size_before(self) -> int:
@@ -124,9 +130,15 @@ class Reduction:
 
     def summary(self) -> str:
         """One line for a report or a log."""
-        if self.flaky:
+        if self.stopped_because == RECLASSIFIED:
             return (
-                f"{self.original.id}: flaky: the original did not fail when re-checked; nothing reduced"
+                f"{self.original.id}: reclassified: today's Opera calls the original {self.recheck}; nothing"
+                f" reduced ({self.seconds:.1f} s)"
+            )
+        if self.flaky:
+            now = f" ({self.recheck})" if self.recheck else ""
+            return (
+                f"{self.original.id}: flaky: the original did not fail when re-checked{now}; nothing reduced"
                 f" ({self.seconds:.1f} s)"
             )
         return (
@@ -147,6 +159,7 @@ class Reduction:
             "seconds": round(self.seconds, 3),
             "stopped_because": self.stopped_because,
             "flaky": self.flaky,
+            **({"recheck": self.recheck} if self.recheck else {}),
         }
 
 
