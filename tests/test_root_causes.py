@@ -309,4 +309,24 @@ def test_a_stored_failure_that_today_is_undefined_is_reclassified_not_flaky(tmp_
     (entry,) = json.loads((out / "root-causes.json").read_text())
     assert entry["reduction"]["stopped_because"] == "reclassified" and entry["reduction"]["flaky"] is False
     assert entry["reduction"]["recheck"].startswith("undefined"), entry["reduction"]
+    assert entry["reduction"]["still_fails"] is False
     assert "reclassified: today's Opera calls its example undefined" in capsys.readouterr().err
+
+
+def test_an_example_nothing_shrinks_still_fails_as_its_re_check_said(tmp_path: Path, capsys) -> None:
+    """A 0-d Relu on the off-by-one test target has nothing left to drop: the reduction keeps
+    the original, whose re-check failed the same way, so it still fails (the stored result, read
+    back without the run's details, used to be compared instead and called it changed)."""
+    tiny = OperatorInstance(
+        library="onnx", api="onnx::Relu", kind=InstanceKind.ONNX_NODE, inputs=(np.array(0, np.float32),),
+        extra=dict(ONNX_EXTRA), source=Source(suite="opera-tests", test="tiny"),
+    )  # fmt: skip
+    corpus = write(tmp_path / "c.jsonl", [tiny])
+    store = tmp_path / "opera.db"
+    assert main(["run", str(corpus), "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]) == 0
+    out = tmp_path / "t"
+    assert main(["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--no-reproducers"]) == 0
+    (entry,) = json.loads((out / "root-causes.json").read_text())
+    assert entry["reduction"]["accepted"] == 0 and entry["reduction"]["stopped_because"] == "fixed point"
+    assert entry["reduction"]["still_fails"] is True
+    assert "no longer fails the same way" not in capsys.readouterr().err

@@ -160,7 +160,7 @@ def _reduce_all(
     """Each root cause's example reduced on its target (one isolated worker per target), then run
     once more: the report uses the reduced instance only when that run fails with the signature."""
     from opera.progress import progress_bar
-    from opera.triage.reduce import reduce_instance, still_fails_on
+    from opera.triage.reduce import RECLASSIFIED, reduce_instance, still_fails_on
     from opera.triage.root_causes import keeps_features, required_features
 
     out: dict[str, _Reduced] = {}
@@ -190,10 +190,13 @@ def _reduce_all(
                     reduction = reduce_instance(example, same_cause, budget_s=args.reduce_budget)
                     if reduction.flaky and predicate.results:
                         _say_recheck(cause.id, reduction, predicate.results[-1])
-                    final = predicate.run(reduction.reduced) if reduction.reduced is not reduction.original else result
-                    still = final if predicate.matches(final) else None
-                    if still is None:
-                        print(f"{cause.id}: the reduced instance no longer fails the same way; the report keeps the original", file=sys.stderr)
+                    if reduction.reduced is not reduction.original:
+                        final = predicate.run(reduction.reduced)
+                        still = final if predicate.matches(final) else None
+                        if still is None:
+                            print(f"{cause.id}: the reduced instance no longer fails the same way; the report keeps the original", file=sys.stderr)
+                    else:  # nothing kept: the original's re-check said whether it still fails
+                        still = None if reduction.flaky or reduction.stopped_because == RECLASSIFIED else result
                     out[cause.id] = _Reduced(reduction, still)
                     bar.update(1)
     return out
