@@ -542,6 +542,15 @@ def test_ov_torch_gaps_of_the_generated_corpus_are_unsupported(state: WorkerStat
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-600:])
 
 
+def test_embedding_bag_with_include_last_offset_is_an_ov_torch_gap(state: WorkerState) -> None:
+    """"[PyTorch Frontend] Inclusion last offset is not supported" (embedding_bag.cpp): a gap the
+    frontend states, found signed as a crash on the human torch corpus's whole run (run 7)."""
+    inst = _instance_by_id("torch", "c56f322896bd38b47507")
+    assert inst.api == "torch.nn.functional.embedding_bag" and inst.kwargs.get("include_last_offset") is True
+    result = _run(state, inst, "ov-torch")
+    assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-600:])
+
+
 @pytest.mark.parametrize("target", ["tvm-torch", "ov-torch"])
 def test_a_dtype_the_library_gives_one_way_eagerly_and_another_decomposed_is_its_inconsistency(
     state: WorkerState, target: str
