@@ -593,3 +593,21 @@ def test_fixed_upstream_needs_an_upgrade_of_the_target_and_every_rerun_test_pass
     match_night(ledger, cmp, tonight, [], {})
     assert [(c.instance_id, c.known is not None) for c in cmp.of(ChangeKind.NEW_FAILURE)] == [("w", False), ("x", True)]
     assert [c.instance_id for c in cmp.new_failures] == ["w"] and [c.instance_id for c in cmp.known_failures] == ["x"]
+
+
+def test_an_entrys_error_copied_from_the_raw_message_matches_the_normalized_line(tmp_path) -> None:
+    """A judge wrote rc-732d30989b's error with the message's own '-1'; the root cause's error line
+    reads 'N' there, so the entry matched nothing and a judged defect came back as new."""
+    cause = _cause(
+        "ov-keras", "crash:ov-keras:src/core/shape_inference/include/reshape_shape_inference.hpp:RuntimeError",
+        ("empty",), "RuntimeError: Dim size cannot be less than N",
+    )  # fmt: skip
+    path = tmp_path / "ledger.toml"
+    path.write_text(
+        '[[bug]]\ntarget = "ov-keras"\n'
+        'signature = "crash:ov-keras:src/core/shape_inference/include/reshape_shape_inference.hpp:RuntimeError"\n'
+        'error = "Dim size cannot be less than -1"\nstatus = "new"\n',
+        encoding="utf-8",
+    )
+    entry = load_ledger(path).match(cause)
+    assert entry is not None and entry.error == "Dim size cannot be less than -1"

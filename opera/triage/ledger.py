@@ -49,6 +49,7 @@ entry that matches nothing is not an error: ``LedgerMatch.unmatched`` lists it, 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -151,7 +152,7 @@ class Entry:
             self.target == cause.target
             and (self.signature is None or any(self.names_signature(sig) for sig in cause.signatures))
             and set(self.features) <= set(cause.features)
-            and (self.error is None or self.error in cause.error)
+            and (self.error is None or self.error in cause.error or _normalized(self.error) in cause.error)
         )
 
     def names_signature(self, signature: str) -> bool:
@@ -387,3 +388,12 @@ def add_ledger_argument(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help=f"ledger of known bugs (default: {DEFAULT_LEDGER} when it exists here; see docs/reference.md)",
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized(error: str) -> str:
+    """An entry's error as root causes' error lines read (numbers as N, ...): judges copy it from
+    a raw message as often as from ``root-causes.json``."""
+    from opera.triage.root_causes import normalized_error
+
+    return normalized_error(error)

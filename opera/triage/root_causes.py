@@ -48,6 +48,7 @@ __all__ = [
     "instance_features",
     "keeps_features",
     "native_error_line",
+    "normalized_error",
     "raw_error_line",
     "required_features",
 ]
@@ -123,9 +124,15 @@ def error_line(message: str) -> str:
     addresses and dtype names replaced, so that one defect met with other values reads the same).
     Quoted names are kept: ``KeyError: 'num_heads'`` and ``KeyError: 'axis'`` are different defects,
     but not the counters in generated names (``'keras_tensor_80'`` reads ``'keras_tensor_N'``)."""
-    line = raw_error_line(message)
-    line = _NUMBER.sub("N", _NAME_COUNTER.sub("_N", _HEX.sub("ADDR", line)))
-    return " ".join(_DTYPE_WORD.sub("DT", line).split())[:200]
+    return normalized_error(raw_error_line(message))[:200]
+
+
+def normalized_error(text: str) -> str:
+    """``text`` with numbers, addresses, name counters and dtype names replaced as ``error_line``
+    does (idempotent: a ledger entry's error, written from the raw message or from the normalized
+    line, reads the same)."""
+    line = _NUMBER.sub("N", _NAME_COUNTER.sub("_N", _HEX.sub("ADDR", text)))
+    return " ".join(_DTYPE_WORD.sub("DT", line).split())
 
 
 # "worker died (SIGFPE) during compile at libX.so+0x3a5f10 (symbol) < ...": the faulting place
