@@ -309,15 +309,27 @@ def _tied_indices(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     ``values_output``) occurs more than once in the data input (the first runtime input): which of
     the tied elements is named is not specified. Lenient: ties are looked for in the whole input,
     not only along the sorted dimension. ``unless_kwarg``: a keyword that, set to True, makes the
-    order defined (``stable=True``)."""
+    order defined (``stable=True``). ``values_from = "data"``: an operator with no values output
+    (``argsort``), whose indices are read along ``dim`` (keyword ``dim``, or the second positional
+    argument; default -1) of the data input."""
     unless = options.get("unless_kwarg")
     if unless and case.kwargs.get(str(unless)) is True:
         return None
     values_at, indices_at = int(options.get("values_output", 0)), int(options.get("indices_output", 1))
     data = next(iter(case.inputs.values()), None)
-    if data is None or len(case.reference) <= max(values_at, indices_at):
+    if data is None and case.args and isinstance(case.args[0], np.ndarray):
+        data = case.args[0]  # the tensor held as a constant
+    if data is None or len(case.reference) <= indices_at:
         return None
-    data, values = np.asarray(data), np.asarray(case.reference[values_at])
+    data = np.asarray(data)
+    if options.get("values_from") == "data":
+        values = _values_at_indices(case, data, np.asarray(case.reference[indices_at]))
+        if values is None:
+            return None
+    elif len(case.reference) <= values_at:
+        return None
+    else:
+        values = np.asarray(case.reference[values_at])
     if not data.size or not values.size or values.shape != np.asarray(case.reference[indices_at]).shape:
         return None
     found, counts = np.unique(data, return_counts=True)
@@ -327,6 +339,17 @@ def _tied_indices(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
     masks: OutputMasks = [False for _ in case.reference]
     masks[indices_at] = tied
     return masks
+
+
+def _values_at_indices(case: _Case, data: np.ndarray, indices: np.ndarray) -> np.ndarray | None:
+    """The data's values that an index output names along its ``dim`` (None: not of that form)."""
+    dim = case.kwargs.get("dim", case.args[1] if len(case.args) > 1 and isinstance(case.args[1], int) else -1)
+    if not isinstance(dim, int) or data.ndim == 0 or indices.shape != data.shape or indices.dtype.kind not in "iu":
+        return None
+    try:
+        return np.take_along_axis(data, indices.astype(np.int64), axis=dim)
+    except (IndexError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
