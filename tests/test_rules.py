@@ -546,7 +546,8 @@ def test_a_paths_finding_comes_with_a_standalone_reproducer_of_the_onnx_path(tmp
     assert bug.signature == "inconsistent:ov-torch:rule=paths:converter=aten.gt.Tensor"
     assert bug.reproducer is not None and Path(bug.reproducer).name.endswith(".py")
     script = Path(bug.reproducer).read_text()
-    assert "target:    ov-onnx" in script and "import opera" not in script and "from opera" not in script
+    assert "target:    ov-onnx" in script and "verdict:   inconsistent at stage compare" in script
+    assert "import opera" not in script and "from opera" not in script
     shown = subprocess.run([sys.executable, bug.reproducer], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert shown.returncode == 1 and "shape (0, 10, 3) vs (0, 1, 3)" in shown.stdout
     # the run's own verification ran it too
@@ -568,6 +569,33 @@ def test_a_transforms_crash_comes_with_a_reproducer_the_run_verifies(tmp_path) -
         [bug] = s.bugs(1)
     assert bug.signature == "crash:tvm-torch:rule=transforms:tvm/ir/transform.py:__call__:ValueError"
     assert bug.repro_status == "reproduces", bug.repro_detail
+    assert bug.reproducer is not None and "verdict:   crash at stage compile" in Path(bug.reproducer).read_text()
+
+
+def test_a_transforms_finding_on_a_test_that_failed_itself_gives_no_evidence() -> None:
+    """Where the plain model did not pass, a script of the rewrite would show the test's own
+    failure again under the rule's name: no evidence. Where it passed, the rewrite must compute the
+    library's reference, at the stage the target failed."""
+    from opera.outcomes import Stage
+    from opera.run.rules import RuleContext
+    from opera.run.rules.transforms import _evidence
+
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    reference = [np.maximum(x, 0)]
+
+    def context(verdict: Outcome) -> RuleContext:
+        return RuleContext(
+            target="tvm-torch", built=None, converted=None, compiled=None, inputs=[x], reference=reference,
+            outputs=reference, verdict=verdict, oracle=None, unsupported=None, build=lambda inst: inst,
+        )  # fmt: skip
+
+    from opera.templates import SingleOpModel
+
+    built = SingleOpModel(_torch_relu(x), None, [x])
+    assert _evidence(context(Outcome.INCONSISTENT), built) is None
+    found = _evidence(context(Outcome.PASS), built, Stage.COMPILE)
+    assert found is not None and found.stage is Stage.COMPILE and found.expected[0] is reference[0]
+    assert found.built.inputs[0] is not x and (found.built.inputs[0] == x).all()
 
 
 def test_a_rule_findings_script_is_judged_by_the_signature_its_target_gives() -> None:

@@ -189,7 +189,10 @@ def _reduce_all(
 
                     reduction = reduce_instance(example, same_cause, budget_s=args.reduce_budget)
                     if reduction.flaky and predicate.results:
-                        _say_recheck(cause.id, reduction, predicate.results[-1])
+                        recheck = predicate.results[-1]
+                        reduction.rechecked(recheck.outcome.value, recheck.message)
+                        if reduction.stopped_because == RECLASSIFIED:
+                            print(f"{cause.id}: reclassified: today's Opera calls its example {reduction.recheck}", file=sys.stderr)
                     if reduction.reduced is not reduction.original:
                         final = predicate.run(reduction.reduced)
                         still = final if predicate.matches(final) else None
@@ -200,19 +203,6 @@ def _reduce_all(
                     out[cause.id] = _Reduced(reduction, still)
                     bar.update(1)
     return out
-
-
-def _say_recheck(cause_id: str, reduction: Any, recheck: TestResult) -> None:
-    """The original no longer failed: say what it is today. A verdict that rules give (undefined,
-    invalid, unsupported) is no chance: the stored failure predates a fixed false alarm."""
-    from opera.outcomes import Outcome
-    from opera.triage.reduce import RECLASSIFIED
-
-    first = next((line.strip() for line in recheck.message.splitlines() if line.strip()), "")
-    reduction.recheck = f"{recheck.outcome.value}: {first}"[:300].rstrip(": ")
-    if recheck.outcome in (Outcome.UNDEFINED, Outcome.INVALID, Outcome.UNSUPPORTED):
-        reduction.stopped_because, reduction.flaky = RECLASSIFIED, False
-        print(f"{cause_id}: reclassified: today's Opera calls its example {reduction.recheck}", file=sys.stderr)
 
 
 def _report(cause: Any, result: TestResult, instance: Any, versions: dict[str, Any], out_dir: Path, scripts: bool) -> Any:

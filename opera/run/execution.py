@@ -416,38 +416,23 @@ def _run_rules(
 
 
 def _write_rule_reproducer(state: WorkerState, test: TestResult, rule: Any) -> str | None:
-    """A failing rule's evidence (``RuleEvidence``) as a standalone script at a temporary name (the
-    runner keeps the smallest per signature); None where it cannot be written (a reproducer is a
-    convenience: the rule's result stands)."""
-    from opera.reproduce.write import write_reproducer
-
+    """A failing rule's evidence (``RuleEvidence``) as a standalone script at a temporary name, as
+    a test's own (the runner keeps the smallest per signature)."""
     assert state.settings.reproducer_dir is not None
     evidence = rule.evidence
-    stage = Stage.RUN if rule.outcome == "inconsistent" else Stage.CONVERT
     failed = TestResult(
         test.instance_id,
         test.api,
         evidence.target.name,
         Outcome.INCONSISTENT if rule.outcome == "inconsistent" else Outcome.CRASH,
-        stage,
+        evidence.stage,
         signature=rule.signature,
         message=rule.message,
     )
-    temp = Path(state.settings.reproducer_dir) / "tmp" / f"{test.instance_id}-{test.target}-{rule.rule}-{os.getpid()}.py"
-    try:
-        path = write_reproducer(
-            evidence.built.instance,
-            evidence.target,
-            failed,
-            temp.parent,
-            built=evidence.built,
-            reference=evidence.expected,
-            file_name=temp.name,
-        )
-    except Exception as exc:
-        print(f"opera: could not write a reproducer for rule {rule.rule} on {test.instance_id}: {exc}", flush=True)
-        return None
-    return str(path) if path is not None else None
+    name = f"{test.instance_id}-{test.target}-{rule.rule}"
+    return _write_script(
+        state.settings.reproducer_dir, name, evidence.built.instance, evidence.target, failed, evidence.built, evidence.expected
+    )
 
 
 def _masked_crash(
@@ -477,33 +462,37 @@ def _harness_error(finish: Callable[..., TestResult], stage: Stage, exc: Excepti
     )
 
 
-def _temp_reproducer_path(directory: str, task: TestTask) -> Path:
-    path = Path(directory) / "tmp" / f"{task.instance.id}-{task.target}-{os.getpid()}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _write_reproducer(
     task: TestTask, state: WorkerState, result: TestResult, context: _Context
 ) -> str | None:
     """Write the script to a temporary name; the runner keeps it only if it is the smallest."""
+    assert state.settings.reproducer_dir is not None
+    name = f"{task.instance.id}-{task.target}"
+    return _write_script(
+        state.settings.reproducer_dir, name, task.instance, state.target(task.target), result, context.built, context.reference
+    )
+
+
+def _write_script(
+    directory: str,
+    name: str,
+    instance: OperatorInstance,
+    target: Any,
+    result: TestResult,
+    built: Any,
+    reference: list[np.ndarray],
+) -> str | None:
+    """``write_reproducer`` to ``<directory>/tmp/<name>-<pid>.py``; None where it cannot be written
+    (a reproducer is a convenience: never fail the test or the rule over it; the reason is printed)."""
     from opera.reproduce.write import write_reproducer
 
-    assert state.settings.reproducer_dir is not None
+    temp = Path(directory) / "tmp"
     try:
         path = write_reproducer(
-            task.instance,
-            state.target(task.target),
-            result,
-            _temp_reproducer_path(state.settings.reproducer_dir, task).parent,
-            built=context.built,
-            reference=context.reference,
-            file_name=_temp_reproducer_path(state.settings.reproducer_dir, task).name,
+            instance, target, result, temp, built=built, reference=reference, file_name=f"{name}-{os.getpid()}.py"
         )
-    except Exception as exc:  # a reproducer is a convenience: never fail the test over it
-        print(
-            f"opera: could not write a reproducer for {task.instance.id} on {task.target}: {exc}", flush=True
-        )
+    except Exception as exc:
+        print(f"opera: could not write a reproducer for {result.instance_id} on {result.target}: {exc}", flush=True)
         return None
     return str(path) if path is not None else None
 

@@ -55,7 +55,7 @@ import numpy as np
 
 from opera.errors import OperaError
 from opera.model import InstanceKind, OperatorInstance
-from opera.outcomes import TestResult
+from opera.outcomes import Outcome, TestResult
 from opera.run.execution import instance_size
 from opera.run.executors import (
     Executor,
@@ -95,6 +95,7 @@ FLAKY = "flaky"
 # the original's re-check got a verdict that is no failure by rule, not by chance (undefined, invalid,
 # unsupported): the stored failure predates a fixed false alarm, and nothing is left to reduce
 RECLASSIFIED = "reclassified"
+_BY_RULE = frozenset({Outcome.UNDEFINED.value, Outcome.INVALID.value, Outcome.UNSUPPORTED.value})
 
 # extra keys that hold call keyword arguments (torch module forward, keras layer call)
 _EXTRA_KWARGS = ("forward_kwargs", "call_kwargs")
@@ -127,6 +128,15 @@ class Reduction:
     @property
     def size_after(self) -> int:
         return _size(self.reduced)
+
+    def rechecked(self, outcome: str, message: str) -> None:
+        """The original did not fail when re-checked: what it was (``outcome`` and the message's
+        first line). A verdict that rules give (undefined, invalid, unsupported) is no chance: the
+        stored failure predates a fixed false alarm, and the reduction is ``reclassified``."""
+        first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+        self.recheck = f"{outcome}: {first}"[:300].rstrip(": ")
+        if outcome in _BY_RULE:
+            self.stopped_because, self.flaky = RECLASSIFIED, False
 
     def summary(self) -> str:
         """One line for a report or a log."""

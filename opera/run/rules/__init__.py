@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from opera.model import OperatorInstance
-from opera.outcomes import Outcome
+from opera.outcomes import Outcome, Stage
 from opera.registry import Registry
 from opera.verdict.judge import first_lines, input_dtypes, traceback_text, unimplemented
 from opera.verdict.oracles import Comparison, OracleConfig, compare_outputs
@@ -51,6 +51,7 @@ __all__ = [
     "RuleEvidence",
     "RuleResult",
     "VariantRule",
+    "build_and_run",
     "parse_oracles",
     "which_agrees",
     "rule_names",
@@ -75,6 +76,18 @@ class RuleEvidence:
     target: Any
     built: Any
     expected: list[np.ndarray]
+    stage: Stage = Stage.COMPARE  # where the target failed on it: a crash's stage, compare for a difference
+
+
+def build_and_run(target: Any, built: Any, inputs: list[Any], reached: list[Stage]) -> tuple[Any, list[Any]]:
+    """``built`` converted, compiled and run on ``target``: (compiled, outputs). ``reached[0]`` is
+    the stage under way, for a caller that catches the compiler's exception (a crash's stage)."""
+    reached[:] = [Stage.CONVERT]
+    converted = target.convert(built)
+    reached[:] = [Stage.COMPILE]
+    compiled = target.compile(converted)
+    reached[:] = [Stage.RUN]
+    return compiled, target.run(compiled, inputs)
 
 
 @dataclass

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from opera.run.rules import RULES, Rule, RuleContext, RuleEvidence, RuleResult, which_agrees
+from opera.outcomes import Stage
+from opera.run.rules import RULES, Rule, RuleContext, RuleEvidence, RuleResult, build_and_run, which_agrees
 
 # The compiler -> the name of its ONNX target.
 ONNX_TARGET = {"tvm": "tvm-onnx", "openvino": "ov-onnx"}
@@ -142,9 +143,9 @@ class PathsRule(Rule):
         if reason is not None:
             raise NotApplicable(f"{other_name} is not available: {reason}")
         onnx_built.inputs = ctx.fresh_inputs()
+        reached = [Stage.CONVERT]
         try:
-            compiled = other.compile(other.convert(onnx_built))
-            outputs = other.run(compiled, ctx.fresh_inputs())
+            compiled, outputs = build_and_run(other, onnx_built, ctx.fresh_inputs(), reached)
         except Exception as exc:
             from opera.run.targets import HarnessError
 
@@ -153,7 +154,7 @@ class PathsRule(Rule):
             ran = onnx_built.details.get("reference") or "onnxruntime"  # onnx.reference where onnxruntime refused it
             where = f"{other.name} failed on the {exporter} export that {ran} runs and {ctx.target_name} converts"
             result = self.crashed(ctx, exc, where, via=other, via_built=onnx_built)
-            result.evidence = _evidence(ctx, other, onnx_built)
+            result.evidence = _evidence(ctx, other, onnx_built, reached[0])
             return result
         comparison = ctx.compare(ctx.outputs, outputs)
         if comparison.consistent:
@@ -182,13 +183,14 @@ class PathsRule(Rule):
         return result
 
 
-def _evidence(ctx: RuleContext, other: Any, onnx_built: Any) -> RuleEvidence:
+def _evidence(ctx: RuleContext, other: Any, onnx_built: Any, stage: Stage = Stage.COMPARE) -> RuleEvidence:
     """The ONNX frontend on the export must compute the library's reference (the rule checked
     that onnxruntime does): a reproducer of the finding that needs neither the torch frontend nor
     Opera."""
     import dataclasses
 
-    return RuleEvidence(other, dataclasses.replace(onnx_built, inputs=ctx.fresh_inputs()), list(ctx.reference))
+    built = dataclasses.replace(onnx_built, inputs=ctx.fresh_inputs())
+    return RuleEvidence(other, built, list(ctx.reference), stage)
 
 
 def _not_computed(ctx: RuleContext, other: Any, onnx_built: Any) -> tuple[set[int], str]:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from opera.run.rules import RULES, Rule, RuleContext, RuleEvidence, RuleResult
+from opera.outcomes import Outcome, Stage
+from opera.run.rules import RULES, Rule, RuleContext, RuleEvidence, RuleResult, build_and_run
 
 
 def _wrap(model: Any, kind: str) -> Any:
@@ -88,9 +89,9 @@ class TransformsRule(Rule):
             built = make()
             if built is None:
                 continue
+            reached = [Stage.CONVERT]
             try:
-                target = ctx.target
-                outputs = target.run(target.compile(target.convert(built)), [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs])
+                _, outputs = build_and_run(ctx.target, built, [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs], reached)
             except Exception as exc:
                 from opera.run.targets import ArtifactError, HarnessError
 
@@ -100,7 +101,7 @@ class TransformsRule(Rule):
                     continue
                 result = self.crashed(ctx, exc, f"the model rewritten by '{name}' failed")
                 result.message = f"rewrite {name}: " + result.message
-                result.evidence = _evidence(ctx, built)
+                result.evidence = _evidence(ctx, built, reached[0])
                 return result
             comparison = ctx.compare(ctx.outputs, outputs, inputs=built.inputs)
             if not comparison.consistent:
@@ -149,12 +150,10 @@ class TransformsRule(Rule):
         return built
 
 
-def _evidence(ctx: RuleContext, built: Any) -> RuleEvidence | None:
+def _evidence(ctx: RuleContext, built: Any, stage: Stage = Stage.COMPARE) -> RuleEvidence | None:
     """The rewritten model on the test's own target must compute the library's reference (every
     rewrite is the same computation). Only where the plain model passed: then the reproducer shows
     the rule's finding, not the test's own failure again."""
-    from opera.outcomes import Outcome
-
     if ctx.verdict is not Outcome.PASS:
         return None
-    return RuleEvidence(ctx.target, dataclasses.replace(built, inputs=ctx.fresh_inputs()), list(ctx.reference))
+    return RuleEvidence(ctx.target, dataclasses.replace(built, inputs=ctx.fresh_inputs()), list(ctx.reference), stage)
