@@ -22,7 +22,7 @@ table per known root cause::
 An entry needs ``target`` and ``status``, and ``id``, ``signature`` or ``error`` (any of them).
 Matching (``Ledger.match``): an entry whose ``id`` is the root cause's id and whose target is its
 target wins; otherwise the entries of the same target whose ``features`` are all among the root
-cause's features, whose ``error`` is a substring of its error line, and whose ``signature``, when
+cause's features, whose ``error`` is a substring of its error line (as written or normalized alike), and whose ``signature``, when
 given, is one of its signatures; of those the most specific (a signature given, most features, an
 error given), then the first in the file. An entry with an error and no signature is one defect
 met through any frame or operator (a message like "Binary operators must have the same datatype",
