@@ -174,6 +174,9 @@ class _BatchRun:
     last_attempt_s: float = 0.0  # how long the last failed build of a batch took
     last_exception: BaseException | None = None  # what it raised (for ``batch_culprits``)
     last_combined: Any = None  # the combined model of the last build
+    # the combined models built from scratch so far, with their parts: a later build of some of
+    # those parts starts from their work (``Target.batch_cut``)
+    wholes: list[tuple[list[_Part], Any]] = field(default_factory=list)
 
 
 def _bisect(parts: list[_Part], run: _BatchRun) -> None:
@@ -285,14 +288,36 @@ def _decide_gaps(parts: list[_Part], failure: str, run: _BatchRun) -> list[_Part
     return decided
 
 
+def _combined(parts: list[_Part], run: _BatchRun) -> Any:
+    """The combined model of ``parts``; where an earlier build of this batch held them all, the
+    target may let it start from that build's work (``Target.batch_cut``: tvm-torch cuts the
+    decomposed program instead of exporting and decomposing again)."""
+    combined = run.template.combine([p.built for p in parts])
+    if combined is None:
+        return None
+    for whole_parts, whole in reversed(run.wholes):
+        position = {id(p): k for k, p in enumerate(whole_parts)}
+        keep = [position.get(id(p), -1) for p in parts]
+        if -1 in keep or keep != sorted(keep):
+            continue
+        try:
+            if run.target.batch_cut(whole, keep, combined):
+                return combined
+        except Exception:  # Opera's cut failed: the parts are combined from scratch
+            pass
+        break
+    run.wholes.append((list(parts), combined))
+    return combined
+
+
 def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
     """One build of the combined parts; its passes to ``decided``, other parts to ``alone``. Returns
     why the batch as a whole failed (nothing recorded then), or None."""
-    from opera.verdict.judge import judge_outputs
+    from opera.verdict.judge import judge_pass
 
     target, state, report_stage = run.target, run.state, run.report_stage
     run.last_exception = None
-    combined = run.last_combined = run.template.combine([p.built for p in parts])
+    combined = run.last_combined = _combined(parts, run)
     if combined is None:
         return "the parts cannot be combined"
     started = time.perf_counter()
@@ -327,12 +352,11 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
             run.alone.append(part.task)
             continue
         try:
-            result = judge_outputs(state.oracle, target, part.built, part.pristine, part.reference, mine, None, _finisher(part, len(parts), share))
+            result = judge_pass(state.oracle, target, part.built, part.pristine, part.reference, mine, _finisher(part, len(parts), share))
         except Exception:
-            run.alone.append(part.task)
-            continue
-        if result.outcome is Outcome.PASS:
+            result = None
+        if result is not None:
             run.decided.append(TaskOutcome(part.task, result=result))
-        else:
+        else:  # not a pass: what it is, its single run says
             run.alone.append(part.task)
     return None

@@ -90,6 +90,30 @@ def judge_exception(
     return finish(Outcome.CRASH, stage, signature=signature, message=traceback_text(exc))
 
 
+class _NotAPass(Exception):
+    """``judge_pass``: the outputs cannot pass; what else they are is for the test alone to say."""
+
+
+def judge_pass(
+    oracle: OracleConfig,
+    target: Any,
+    built: Any,
+    pristine: list[Any],
+    reference: list[np.ndarray],
+    outputs: list[np.ndarray],
+    finish: Callable[..., TestResult],
+) -> TestResult | None:
+    """``judge_outputs``' verdict where it is ``pass``, else None, without the probes that only
+    explain a difference (the target's gap checks, the attribute defaults, the second reference: each
+    converts or runs the model again). A batch decides passes only: every other part runs alone,
+    where those probes run (opera/run/batch.py)."""
+    try:
+        result = judge_outputs(oracle, target, built, pristine, reference, outputs, None, finish, pass_only=True)
+    except _NotAPass:
+        return None
+    return result if result.outcome is Outcome.PASS else None
+
+
 def judge_outputs(
     oracle: OracleConfig,
     target: Any,
@@ -100,6 +124,7 @@ def judge_outputs(
     nondeterministic: Comparison | None,
     finish: Callable[..., TestResult],
     rerun: Callable[[list[Any]], list[np.ndarray]] | None = None,
+    pass_only: bool = False,
 ) -> TestResult:
     """The verdict on outputs the compiler produced: pass, inconsistent, or one of the outcomes that
     say the values could not be judged (nondeterministic, undefined, unstable-reference).
@@ -127,6 +152,8 @@ def judge_outputs(
         )
 
     def inconsistent(verdict: Any, note: str = "") -> TestResult:
+        if pass_only:
+            raise _NotAPass
         gap = unimplemented(target, built)
         if gap is not None and getattr(target, "gap_only_in_output_types", lambda _b: False)(built):
             # the ignored option explains the outputs' types: values that differ once the types
@@ -196,6 +223,8 @@ def judge_outputs(
         if not shapes.consistent:
             return inconsistent(shapes)
         return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance, message=f"values not compared: {drawn}")
+    if pass_only:  # nothing below passes
+        raise _NotAPass
     if undefined is not None:
         defined = compare(reference, mask_undefined(reference, outputs, undefined))
         if defined.consistent:

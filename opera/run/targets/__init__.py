@@ -263,6 +263,14 @@ class Target(abc.ABC):
         tried again, instead of halving it. Default: none known."""
         return set()
 
+    def batch_cut(self, whole: SingleOpModel, keep: list[int], combined: SingleOpModel) -> bool:
+        """Prepare ``combined`` (the parts ``keep`` of the combined model ``whole``, by position,
+        ascending) for ``convert`` from the work ``whole``'s conversion already did, so that a
+        batch tried again without some parts does not redo it; False where it cannot (the default:
+        ``combined`` converts from scratch). Its conversion must be what converting ``combined``
+        from scratch gives."""
+        return False
+
     def batch_random_parts(self, combined: SingleOpModel) -> set[int]:
         """The parts of a combined model, after its conversion, that draw random numbers inside
         (an operator the random list does not name: dropout in training mode within

@@ -34,6 +34,7 @@ from opera.run.targets._artifacts import aten_ops, decompose_torch, export_torch
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._onnx_versions import newer_than, node_gap
+from opera.run.targets._torch_parts import cut_program, owning_part
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -382,6 +383,22 @@ class TvmTorchTarget(_TvmTarget):
         the ``node`` of ``_translate_fx_graph``'s frame in the traceback, by its module."""
         return converting_parts(exc)
 
+    def batch_cut(self, whole: SingleOpModel, keep: list[int], combined: SingleOpModel) -> bool:
+        """The decomposed program of ``whole`` with only the parts ``keep`` (``cut_program``):
+        torch's export and decomposition, most of a conversion, are not redone for a batch tried
+        again without its gaps, a blamed part or a half. TVM then converts the cut program as it
+        converts any decomposed one."""
+        program = whole.details.get("decomposed")
+        counts = getattr(whole.model, "counts", None)
+        if program is None or whole.details.get("cut") or counts is None:
+            return False
+        cut = cut_program(program, keep, list(counts))
+        if cut is None:
+            return False
+        combined.details["decomposed"] = cut
+        combined.details["cut"] = True
+        return True
+
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         code = (
             TORCH_LOAD + "from tvm.relax.frontend.torch import from_exported_program\n"
@@ -392,6 +409,8 @@ class TvmTorchTarget(_TvmTarget):
     def convert(self, built: SingleOpModel) -> TvmModule:
         from tvm.relax.frontend.torch import from_exported_program
 
+        if built.details.get("cut"):  # a batch's parts, cut from a bigger batch's decomposed program
+            return TvmModule(from_exported_program(built.details["decomposed"], unwrap_unit_return_tuple=True, run_ep_decomposition=False))
         program = export_torch(built)
         if _has_sparse_tensors(program):  # from_exported_program does not decompose these either
             return TvmModule(from_exported_program(program, unwrap_unit_return_tuple=True))
@@ -805,16 +824,6 @@ def _has_sparse_tensors(program: Any) -> bool:
         program.tensor_constants.values(),
     )
     return any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in tensors)
-
-
-def owning_part(node: Any) -> int | None:
-    """The part of a ``TorchTemplate.combine`` model an FX node was traced in (``parts.<k>`` in
-    its ``nn_module_stack``, kept through torch's decompositions); None unless exactly one."""
-    import re
-
-    paths = [path for path, _ in (getattr(node, "meta", {}).get("nn_module_stack") or {}).values()]
-    owners = {int(m.group(1)) for p in paths if (m := re.match(r"parts\.(\d+)(\.|$)", p))}
-    return owners.pop() if len(owners) == 1 else None
 
 
 def converting_parts(exc: BaseException) -> set[int]:

@@ -1,0 +1,118 @@
+"""The parts of a batch's combined torch program (``TorchTemplate.combine``: an ``Independent``
+module whose submodule ``parts.<k>`` is the k-th test's model), found in and cut out of the
+program torch exported and decomposed.
+
+A batch that fails as a whole is tried again without some of its parts (the gaps it decided, a
+part it blames, a half). Exporting and decomposing the smaller combined module again costs what
+the first time cost (torch's ``run_decompositions`` is most of a tvm-torch conversion), and gives
+the same per-part subgraphs: torch traces and decomposes each part's operator on its own inputs,
+and nothing connects two parts. ``cut_program`` keeps the decomposed program's nodes of the
+parts that stay instead (``TvmTorchTarget.batch_cut``), so a retry costs only the conversion.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+__all__ = ["cut_program", "owning_part"]
+
+_PART = re.compile(r"parts\.(\d+)(\.|$)")
+
+
+def owning_part(node: Any) -> int | None:
+    """The part of a ``TorchTemplate.combine`` model an FX node was traced in (``parts.<k>`` in
+    its ``nn_module_stack``, kept through torch's decompositions); None unless exactly one."""
+    paths = [path for path, _ in (getattr(node, "meta", {}).get("nn_module_stack") or {}).values()]
+    owners = {int(m.group(1)) for p in paths if (m := _PART.match(p))}
+    return owners.pop() if len(owners) == 1 else None
+
+
+def _renumbered(stack: dict[str, Any], new_index: dict[int, int]) -> dict[str, Any]:
+    def path(p: str) -> str:
+        m = _PART.match(p)
+        return p if m is None else f"parts.{new_index[int(m.group(1))]}{p[m.end(1):]}"
+
+    return {key: (path(p), kind) for key, (p, kind) in stack.items()}
+
+
+def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any | None:
+    """The exported (and decomposed) program of a combined module with only the parts ``keep``
+    (indices into it, ascending), renumbered ``0..len(keep)-1`` as ``TorchTemplate.combine`` of
+    those parts would number them; ``input_counts[k]``: how many user inputs part k takes. None
+    where the cut cannot be shown clean, and the caller exports the smaller module instead: an
+    output or a placeholder whose part is unknown, a node of a dropped part left behind (an impure
+    op), a mutation output (a buffer written back)."""
+    import torch
+    from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
+
+    signature = program.graph_signature
+    if any(spec.kind is not OutputKind.USER_OUTPUT for spec in signature.output_specs):
+        return None
+    if len(set(keep)) != len(keep) or any(not 0 <= k < len(input_counts) for k in keep):
+        return None
+    kept, new_index = set(keep), {old: new for new, old in enumerate(keep)}
+    user_owner = [k for k, count in enumerate(input_counts) for _ in range(count)]
+
+    graph_module = copy.deepcopy(program.graph_module)
+    graph = graph_module.graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    results = list(output.args[0])
+    if len(results) != len(signature.output_specs):
+        return None
+    owners = [owning_part(r) if isinstance(r, torch.fx.Node) and r.op != "placeholder" else None for r in results]
+    if any(o is None for o in owners):  # an output made outside any one part (an input passed through)
+        return None
+    chosen = [k for k, o in enumerate(owners) if o in kept]
+    output.args = (tuple(results[k] for k in chosen),)
+    graph.eliminate_dead_code()
+
+    placeholder_owner: dict[str, int | None] = {}
+    user = 0
+    for spec in signature.input_specs:
+        if spec.kind is InputKind.USER_INPUT:
+            placeholder_owner[spec.arg.name] = user_owner[user] if user < len(user_owner) else None
+            user += 1
+        else:  # a parameter, buffer or constant of the module: its target names its part
+            m = _PART.match(spec.target or "")
+            placeholder_owner[spec.arg.name] = int(m.group(1)) if m else None
+    if user != len(user_owner):
+        return None
+    dropped: set[str] = set()
+    for node in list(graph.nodes):
+        if node.op == "placeholder":
+            owner = placeholder_owner.get(node.name)
+            if owner is None:
+                return None
+            if owner not in kept:
+                if node.users:
+                    return None
+                dropped.add(node.name)
+                graph.erase_node(node)
+            continue
+        if node.op in ("output", "get_attr"):
+            continue
+        owner = owning_part(node)
+        if owner not in kept:  # a dropped part's node DCE kept (impure), or no one part's
+            return None
+        node.meta["nn_module_stack"] = _renumbered(node.meta["nn_module_stack"], new_index)
+    graph.lint()
+    graph_module.recompile()
+
+    input_specs = [spec for spec in signature.input_specs if spec.arg.name not in dropped]
+    output_specs = [signature.output_specs[k] for k in chosen]
+    targets = {spec.target for spec in input_specs if spec.kind is not InputKind.USER_INPUT}
+    state_dict = {name: value for name, value in program.state_dict.items() if name in targets}
+    constants = {name: value for name, value in program.constants.items() if name in targets}
+    return torch.export.ExportedProgram(
+        root=graph_module,
+        graph=graph,
+        graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),
+        state_dict=state_dict,
+        range_constraints=copy.deepcopy(program.range_constraints),
+        module_call_graph=[],
+        example_inputs=None,
+        constants=constants,
+        verifiers=program.verifiers,
+    )
