@@ -193,8 +193,9 @@ def _bisect(parts: list[_Part], run: _BatchRun) -> None:
         run.notes.append(f"a batch of {len(parts)} failed on the gaps of {len(gaps)} part(s): decided in the batch")
         _bisect([p for p in parts if p not in gaps], run)
         return
-    blamed = [p for p in parts if _blames(run.target, p, failure)]
-    blamed += [p for p in _culprits(parts, run) if p not in blamed]
+    # the parts the target finds named in its failure; else those the message names in words
+    # (the latter exports each part: dearer)
+    blamed = _culprits(parts, run) or [p for p in parts if _blames(run.target, p, failure)]
     failing_operators(run.state).update(operator_name(p.task.instance.api) for p in blamed)
     if blamed and len(blamed) < len(parts):
         run.notes.append(f"a batch of {len(parts)} failed naming {len(blamed)} part(s): those run alone")
@@ -214,7 +215,7 @@ def _culprits(parts: list[_Part], run: _BatchRun) -> list[_Part]:
     if exc is None:
         return []
     try:
-        found = run.target.batch_culprits(exc)
+        found = run.target.batch_culprits(exc, run.last_combined)
     except Exception:
         return []
     return [parts[k] for k in sorted(found) if 0 <= k < len(parts)]

@@ -257,7 +257,7 @@ class Target(abc.ABC):
         (the default; the batch is blamed or halved as before)."""
         return None
 
-    def batch_culprits(self, exc: BaseException) -> set[int]:
+    def batch_culprits(self, exc: BaseException, combined: SingleOpModel | None = None) -> set[int]:
         """The parts (by position in the combined model) whose conversion was under way when the
         batch's conversion raised ``exc``: they run alone at once, and the rest of the batch is
         tried again, instead of halving it. Default: none known."""

@@ -16,7 +16,7 @@ import copy
 import re
 from typing import Any
 
-__all__ = ["cut_program", "owning_part"]
+__all__ = ["cut_program", "fx_decoder", "named_parts", "ov_decompose", "owning_part"]
 
 _PART = re.compile(r"parts\.(\d+)(\.|$)")
 
@@ -45,29 +45,24 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
     output or a placeholder whose part is unknown, a node of a dropped part left behind (an impure
     op), a mutation output (a buffer written back)."""
     import torch
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
     from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
+    from torch.utils._pytree import TreeSpec
 
     signature = program.graph_signature
     if any(spec.kind is not OutputKind.USER_OUTPUT for spec in signature.output_specs):
         return None
-    if len(set(keep)) != len(keep) or any(not 0 <= k < len(input_counts) for k in keep):
+    if keep != sorted(set(keep)) or any(not 0 <= k < len(input_counts) for k in keep):
         return None
     kept, new_index = set(keep), {old: new for new, old in enumerate(keep)}
     user_owner = [k for k, count in enumerate(input_counts) for _ in range(count)]
 
-    graph_module = copy.deepcopy(program.graph_module)
-    graph = graph_module.graph
-    output = next(n for n in graph.nodes if n.op == "output")
-    results = list(output.args[0])
-    if len(results) != len(signature.output_specs):
+    entry = program.module_call_graph[0] if program.module_call_graph else None
+    call = entry.signature if entry is not None and entry.fqn == "" else None
+    if call is None or len(call.out_spec.children_specs) != len(input_counts):
         return None
-    owners = [owning_part(r) if isinstance(r, torch.fx.Node) and r.op != "placeholder" else None for r in results]
-    if any(o is None for o in owners):  # an output made outside any one part (an input passed through)
-        return None
-    chosen = [k for k, o in enumerate(owners) if o in kept]
-    output.args = (tuple(results[k] for k in chosen),)
-    graph.eliminate_dead_code()
-
+    # the program's outputs, in order, are the leaves of each part's result in turn
+    output_owner = [k for k, spec in enumerate(call.out_spec.children_specs) for _ in range(spec.num_leaves)]
     placeholder_owner: dict[str, int | None] = {}
     user = 0
     for spec in signature.input_specs:
@@ -79,6 +74,23 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
             placeholder_owner[spec.arg.name] = int(m.group(1)) if m else None
     if user != len(user_owner):
         return None
+
+    graph_module = copy.deepcopy(program.graph_module)
+    graph = graph_module.graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    results = list(output.args[0])
+    if len(results) != len(signature.output_specs) or len(results) != len(output_owner):
+        return None
+    for result, owner in zip(results, output_owner, strict=True):
+        if not isinstance(result, torch.fx.Node):
+            continue  # a constant output
+        found = placeholder_owner.get(result.name) if result.op == "placeholder" else owning_part(result)
+        if found != owner:  # not made inside its own part: cannot say the cut is clean
+            return None
+    chosen = [k for k, owner in enumerate(output_owner) if owner in kept]
+    output.args = (tuple(results[k] for k in chosen),)
+    graph.eliminate_dead_code()
+
     dropped: set[str] = set()
     for node in list(graph.nodes):
         if node.op == "placeholder":
@@ -105,14 +117,62 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
     targets = {spec.target for spec in input_specs if spec.kind is not InputKind.USER_INPUT}
     state_dict = {name: value for name, value in program.state_dict.items() if name in targets}
     constants = {name: value for name, value in program.constants.items() if name in targets}
+    kept_users = [i for i, owner in enumerate(user_owner) if owner in kept]
+    arguments = call.in_spec.children_specs[0]
+    in_spec = TreeSpec(tuple, None, [TreeSpec(tuple, None, [arguments.children_specs[i] for i in kept_users]), call.in_spec.children_specs[1]])
+    out_spec = TreeSpec(tuple, None, [call.out_spec.children_specs[k] for k in keep])
+    names = [call.forward_arg_names[i] for i in kept_users] if call.forward_arg_names else call.forward_arg_names
+    module_call_graph = [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec, names))]
     return torch.export.ExportedProgram(
         root=graph_module,
         graph=graph,
         graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),
         state_dict=state_dict,
         range_constraints=copy.deepcopy(program.range_constraints),
-        module_call_graph=[],
+        module_call_graph=module_call_graph,
         example_inputs=None,
         constants=constants,
         verifiers=program.verifiers,
     )
+
+
+def ov_decompose(program: Any) -> Any:
+    """OpenVINO's own first step of ``convert_model(program)`` (``TorchFXPythonDecoder.
+    from_exported_program``): ``run_decompositions`` with its table, the torch default less
+    ``ops_to_not_decompose()``. The table is OpenVINO's, built by OpenVINO's code (a decoder made
+    once of a one-op program), not a copy."""
+    import torch
+    from openvino.frontend.pytorch.fx_decoder import TorchFXPythonDecoder
+    from packaging import version
+
+    if version.parse(torch.__version__) < version.parse("2.6"):
+        raise NotImplementedError("OpenVINO decomposes with another table before torch 2.6")
+    if TorchFXPythonDecoder._decomp_table is None:
+        TorchFXPythonDecoder.from_exported_program(torch.export.export(torch.nn.ReLU(), (torch.zeros(1),)))
+    return program.run_decompositions(TorchFXPythonDecoder._decomp_table)
+
+
+def fx_decoder(decomposed: Any) -> Any:
+    """OpenVINO's second step: the decoder ``from_exported_program`` makes of the decomposed
+    program (``cls(exported_program.module(), dynamic_shapes=True)``)."""
+    from openvino.frontend.pytorch.fx_decoder import TorchFXPythonDecoder
+
+    return TorchFXPythonDecoder(decomposed.module(), dynamic_shapes=True)
+
+
+_OV_NODE = re.compile(r"(?:conversion of operation|PtFrameworkNode) ([A-Za-z_][\w]*)/")
+_OV_NO_RULE = re.compile(r"No conversion rule found for operations: (.+)")
+
+
+def named_parts(message: str, program: Any) -> set[int]:
+    """The parts of a combined program whose nodes an OpenVINO conversion failure names, by
+    node name or by an op no conversion rule exists for."""
+    names = set(_OV_NODE.findall(message))
+    ops = {op.strip() for m in _OV_NO_RULE.findall(message) for op in m.split(",")}
+    found: set[int] = set()
+    for node in program.graph.nodes:
+        if node.op == "call_function" and (node.name in names or str(node.target) in ops):
+            owner = owning_part(node)
+            if owner is not None:
+                found.add(owner)
+    return found

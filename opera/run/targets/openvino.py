@@ -40,6 +40,7 @@ from opera.run.targets._artifacts import (
 from opera.run.targets._converter_source import unnamed_attributes
 from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._onnx_versions import newer_than, node_gap
+from opera.run.targets._torch_parts import cut_program, fx_decoder, named_parts, ov_decompose
 from opera.run.targets._ov_io import (
     InterfaceError,
     as_port_type,
@@ -319,9 +320,33 @@ class OvTorchTarget(_OvTarget):
         )
         return exported_program(built), list(built.inputs), code
 
+    def batch_cut(self, whole: SingleOpModel, keep: list[int], combined: SingleOpModel) -> bool:
+        """The program OpenVINO's decomposition made of ``whole`` with only the parts ``keep``
+        (``cut_program``): a batch tried again without a part does not export and decompose again."""
+        program = whole.details.get("decomposed")
+        counts = getattr(whole.model, "counts", None)
+        if program is None or whole.details.get("cut") or counts is None:
+            return False
+        cut = cut_program(program, keep, list(counts))
+        if cut is None:
+            return False
+        combined.details["decomposed"] = cut
+        combined.details["cut"] = True
+        return True
+
+    def batch_culprits(self, exc: BaseException, combined: SingleOpModel | None = None) -> set[int]:
+        """The parts whose nodes OpenVINO's failure names: by node ("conversion of operation
+        getitem_9/<built-in function getitem>", "Consumer: util::PtFrameworkNode getitem_8/...") or
+        by an op without a conversion rule ("No conversion rule found for operations:
+        aten.exp2.default"), in the program its decomposition made of the batch."""
+        program = combined.details.get("decomposed") if combined is not None else None
+        return named_parts(str(exc), program) if program is not None else set()
+
     def convert(self, built: SingleOpModel) -> OvModel:
         import openvino as ov
 
+        if built.details.get("combined"):
+            return self._convert_combined(built)
         program = export_torch(built)
         try:
             model = ov.convert_model(program)
@@ -331,6 +356,21 @@ class OvTorchTarget(_OvTarget):
                 # program fails too, the failure is torch's (invalid), not the frontend's
                 decompose_torch(program)
             raise
+        indices, error = _torch_input_indices(model, program)
+        return OvModel(model, indices, interface_error=error)
+
+    def _convert_combined(self, built: SingleOpModel) -> OvModel:
+        """A batch's combined model (opera/run/batch.py): ``convert_model(program)`` in its own two
+        steps, OpenVINO's decomposition of the program (``ov_decompose``) and ``convert_model`` of
+        the decoder it makes of it, so that a batch tried again without some parts cuts the
+        decomposed program (``batch_cut``) and names the parts a failure names (``batch_culprits``).
+        A batch decides passes only: a failure sends its parts to their own conversions."""
+        import openvino as ov
+
+        program = built.details.get("decomposed")
+        if program is None:
+            program = built.details["decomposed"] = ov_decompose(export_torch(built))
+        model = ov.convert_model(fx_decoder(program))
         indices, error = _torch_input_indices(model, program)
         return OvModel(model, indices, interface_error=error)
 

@@ -378,7 +378,7 @@ class TvmTorchTarget(_TvmTarget):
         }
         return {k for k in found if k is not None}
 
-    def batch_culprits(self, exc: BaseException) -> set[int]:
+    def batch_culprits(self, exc: BaseException, combined: SingleOpModel | None = None) -> set[int]:
         """The part whose node TVM's importer was converting when the batch's conversion raised:
         the ``node`` of ``_translate_fx_graph``'s frame in the traceback, by its module."""
         return converting_parts(exc)
