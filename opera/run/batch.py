@@ -32,7 +32,14 @@ import numpy as np
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask
 
-__all__ = ["BatchOutcome", "execute_batch", "failing_operators", "known_failing", "operator_name", "remember_failure"]
+__all__ = [
+    "BatchOutcome",
+    "execute_batch",
+    "failing_operators",
+    "known_failing",
+    "operator_name",
+    "remember_failure",
+]
 
 
 def operator_name(api: str) -> str:
@@ -190,7 +197,9 @@ def _bisect(parts: list[_Part], run: _BatchRun) -> None:
         return
     gaps = _decide_gaps(parts, failure, run)
     if gaps:
-        run.notes.append(f"a batch of {len(parts)} failed on the gaps of {len(gaps)} part(s): decided in the batch")
+        run.notes.append(
+            f"a batch of {len(parts)} failed on the gaps of {len(gaps)} part(s): decided in the batch"
+        )
         _bisect([p for p in parts if p not in gaps], run)
         return
     # the parts the target finds named in its failure; else those the message names in words
@@ -253,12 +262,22 @@ def _finisher(part: _Part, size: int, share: float) -> Callable[..., TestResult]
     """``finish(outcome, stage, **fields)`` for a part of a batch of ``size``: its result as a
     single test's, with its own reference time plus its share of the batch's compiler time."""
     inst = part.task.instance
-    base: dict[str, Any] = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite, "source_test": inst.source.test}
-    reference_name = {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
+    base: dict[str, Any] = {
+        "instance_id": inst.id,
+        "api": inst.api,
+        "target": part.task.target,
+        "source_suite": inst.source.suite,
+        "source_test": inst.source.test,
+    }
+    reference_name = (
+        {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
+    )
 
     def finish(outcome: Outcome, stage: Stage, **kw: Any) -> TestResult:
         extra = {**reference_name, "batched": size, **kw.pop("extra", {})}
-        return TestResult(**base, outcome=outcome, stage=stage, duration=part.reference_s + share, extra=extra, **kw)
+        return TestResult(
+            **base, outcome=outcome, stage=stage, duration=part.reference_s + share, extra=extra, **kw
+        )
 
     return finish
 
@@ -281,7 +300,14 @@ def _decide_gaps(parts: list[_Part], failure: str, run: _BatchRun) -> list[_Part
     decided: list[_Part] = []
     for k, exc in sorted(gaps.items()):
         part = parts[k]
-        result = judge_exception(exc, run.state.unsupported, run.target, Stage.CONVERT, _finisher(part, len(parts), share), part.built)
+        result = judge_exception(
+            exc,
+            run.state.unsupported,
+            run.target,
+            Stage.CONVERT,
+            _finisher(part, len(parts), share),
+            part.built,
+        )
         if result.outcome is Outcome.UNSUPPORTED:  # else its own run says what it is
             run.decided.append(TaskOutcome(part.task, result=result))
             decided.append(part)
@@ -353,7 +379,15 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
             run.alone.append(part.task)
             continue
         try:
-            result = judge_pass(state.oracle, target, part.built, part.pristine, part.reference, mine, _finisher(part, len(parts), share))
+            result = judge_pass(
+                state.oracle,
+                target,
+                part.built,
+                part.pristine,
+                part.reference,
+                mine,
+                _finisher(part, len(parts), share),
+            )
         except Exception:
             result = None
         if result is not None:

@@ -30,6 +30,7 @@ __all__ = [
     "strategy_names",
 ]
 
+
 class UnknownStrategy(OperaError):
     pass
 

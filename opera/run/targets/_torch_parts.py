@@ -32,7 +32,7 @@ def owning_part(node: Any) -> int | None:
 def _renumbered(stack: dict[str, Any], new_index: dict[int, int]) -> dict[str, Any]:
     def path(p: str) -> str:
         m = _PART.match(p)
-        return p if m is None else f"parts.{new_index[int(m.group(1))]}{p[m.end(1):]}"
+        return p if m is None else f"parts.{new_index[int(m.group(1))]}{p[m.end(1) :]}"
 
     return {key: (path(p), kind) for key, (p, kind) in stack.items()}
 
@@ -119,9 +119,18 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
     constants = {name: value for name, value in program.constants.items() if name in targets}
     kept_users = [i for i, owner in enumerate(user_owner) if owner in kept]
     arguments = call.in_spec.children_specs[0]
-    in_spec = TreeSpec(tuple, None, [TreeSpec(tuple, None, [arguments.children_specs[i] for i in kept_users]), call.in_spec.children_specs[1]])
+    in_spec = TreeSpec(
+        tuple,
+        None,
+        [
+            TreeSpec(tuple, None, [arguments.children_specs[i] for i in kept_users]),
+            call.in_spec.children_specs[1],
+        ],
+    )
     out_spec = TreeSpec(tuple, None, [call.out_spec.children_specs[k] for k in keep])
-    names = [call.forward_arg_names[i] for i in kept_users] if call.forward_arg_names else call.forward_arg_names
+    names = (
+        [call.forward_arg_names[i] for i in kept_users] if call.forward_arg_names else call.forward_arg_names
+    )
     module_call_graph = [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec, names))]
     return torch.export.ExportedProgram(
         root=graph_module,

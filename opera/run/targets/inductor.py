@@ -79,7 +79,9 @@ class InductorTarget(Target):
             return "no C++ compiler (g++) for Inductor's CPU code generation"
         forced = [name for name in _CACHE_FORCING_ENV if os.environ.get(name) == "1"]
         if forced:
-            return f"{', '.join(forced)}=1 forces an Inductor graph cache on (code generation would be skipped)"
+            return (
+                f"{', '.join(forced)}=1 forces an Inductor graph cache on (code generation would be skipped)"
+            )
         return None
 
     def versions(self) -> dict[str, str]:
@@ -127,16 +129,21 @@ class InductorTarget(Target):
             "outputs = flatten_outputs(result, to_numpy=inductor_to_numpy)\n"
         )
         if eager is None:
-            return exported_program(built), list(built.inputs), TORCH_LOAD + "model = program.module()\n" + run
+            return (
+                exported_program(built),
+                list(built.inputs),
+                TORCH_LOAD + "model = program.module()\n" + run,
+            )
         load = TORCH_LOAD.replace("program = torch.export.load(io.BytesIO(ARTIFACT))", EAGER_LOAD)
         return eager, list(built.inputs), load + run
-
 
     def convert(self, built: SingleOpModel) -> CompiledCall:
         import torch
 
         torch._dynamo.reset()
-        if "inductor-graph-caches" not in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","):  # benchmarks only
+        if "inductor-graph-caches" not in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(
+            ","
+        ):  # benchmarks only
             with harness_step("switch Inductor's graph caches off"):
                 inductor_graph_caches_off()
         model = built.model
@@ -153,14 +160,18 @@ class InductorTarget(Target):
         import torch
 
         if variant == "reload":
-            raise NotApplicable("torch.compile has no serialized form to reload (AOTInductor is not this target)")
+            raise NotApplicable(
+                "torch.compile has no serialized form to reload (AOTInductor is not this target)"
+            )
         if variant != "optlevel":
             return super().compile_variant(converted, variant)
         torch._dynamo.reset()
         model = converted.fn._orig_mod if hasattr(converted.fn, "_orig_mod") else None
         if model is None:
             raise NotApplicable("the compiled call does not expose its original function")
-        fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False, options=dict(UNOPTIMIZED_OPTIONS))
+        fn = torch.compile(
+            model, backend="inductor", fullgraph=True, dynamic=False, options=dict(UNOPTIMIZED_OPTIONS)
+        )
         return self.compile(CompiledCall(fn, converted.example_inputs, converted.device, converted.built))
 
     def compile(self, converted: CompiledCall) -> CompiledCall:
@@ -304,7 +315,9 @@ class InductorCudaTarget(InductorTarget):
             return f"torch has no {self.device} kernel for this call: eager torch on {self.device} fails too ({text[0][:200] if text else ''})"
         return None
 
-    def device_reference(self, built: SingleOpModel, inputs: list[Any]) -> tuple[str, list[np.ndarray]] | None:
+    def device_reference(
+        self, built: SingleOpModel, inputs: list[Any]
+    ) -> tuple[str, list[np.ndarray]] | None:
         """Eager torch on the GPU. Its kernels may answer what the CPU's answer otherwise: eager
         ``native_batch_norm`` in eval mode returns empty ``save_mean``/``save_invstd`` on the CPU and
         the running statistics on CUDA (an H100, torch 2.11), and Inductor on CUDA follows CUDA's."""

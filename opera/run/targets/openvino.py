@@ -40,7 +40,6 @@ from opera.run.targets._artifacts import (
 from opera.run.targets._converter_source import unnamed_attributes
 from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._onnx_versions import newer_than, node_gap
-from opera.run.targets._torch_parts import cut_program, fx_decoder, named_parts, ov_decompose
 from opera.run.targets._ov_io import (
     InterfaceError,
     as_port_type,
@@ -51,6 +50,7 @@ from opera.run.targets._ov_io import (
     to_ov_tensor,
 )
 from opera.run.targets._ov_onnx_binary import library_names, newest_known_opset
+from opera.run.targets._torch_parts import cut_program, fx_decoder, named_parts, ov_decompose
 from opera.templates import SingleOpModel
 from opera.templates.onnx_template import schema_at
 
@@ -59,7 +59,11 @@ __all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "
 COMPILE_CONFIG: dict[str, str] = {"INFERENCE_PRECISION_HINT": "f32"}
 # The ``optlevel`` variant: the CPU plugin without its code-generating subgraph fusion (snippets) and
 # in its accuracy execution mode (no precision-lowering transformations).
-UNOPTIMIZED_CONFIG: dict[str, str] = {**COMPILE_CONFIG, "SNIPPETS_MODE": "DISABLE", "EXECUTION_MODE_HINT": "ACCURACY"}
+UNOPTIMIZED_CONFIG: dict[str, str] = {
+    **COMPILE_CONFIG,
+    "SNIPPETS_MODE": "DISABLE",
+    "EXECUTION_MODE_HINT": "ACCURACY",
+}
 
 _core: Any = None
 
@@ -136,7 +140,9 @@ class _OvTarget(Target):
         input holding finite values past float32's range: the plugin's inference precisions are
         f32, bf16 and f16, so such a value cannot survive (an infinity can: its loss is a bug)."""
         for k, value in enumerate(built.inputs):
-            if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind == "c":  # a 0-d one too
+            if (
+                isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind == "c"
+            ):  # a 0-d one too
                 return f"input {k} is {np.asarray(value).dtype.name}: OpenVINO has no complex element type for a model's inputs"
             if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size:
                 finite = np.abs(value[np.isfinite(value)])
@@ -146,7 +152,12 @@ class _OvTarget(Target):
                         "OpenVINO's CPU plugin computes float64 in float32"
                     )
         for k, value in enumerate(built.inputs):
-            if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.dtype.itemsize < 4 or not value.size:
+            if (
+                not isinstance(value, np.ndarray)
+                or value.dtype.kind not in "iu"
+                or value.dtype.itemsize < 4
+                or not value.size
+            ):
                 continue
             if value.dtype == np.int32:
                 continue
@@ -509,7 +520,11 @@ class OvKerasTarget(_OvTarget):
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         artifact, load = keras_artifact(built)
         names = f"{keras_input_names(built)!r} or [t.name.split(':')[0] for t in keras_model.inputs]"
-        code = load + "import openvino as ov\nmodel = ov.convert_model(keras_model)\n" + _reproducer_run(names, keras_outputs=True)
+        code = (
+            load
+            + "import openvino as ov\nmodel = ov.convert_model(keras_model)\n"
+            + _reproducer_run(names, keras_outputs=True)
+        )
         return artifact, list(built.inputs), code
 
     def convert(self, built: SingleOpModel) -> OvModel:
@@ -527,7 +542,9 @@ class OvKerasTarget(_OvTarget):
             )
         indices, input_error = _keras_input_indices(model, built)
         outputs, output_error = declared_outputs(
-            [set(o.get_names()) for o in model.outputs], [t.name for t in declared], keras_input_outputs(built.model)
+            [set(o.get_names()) for o in model.outputs],
+            [t.name for t in declared],
+            keras_input_outputs(built.model),
         )
         return OvModel(model, indices, outputs, input_error or output_error)
 
