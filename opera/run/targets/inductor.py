@@ -101,6 +101,15 @@ class InductorTarget(Target):
     def converter_name(self, built: SingleOpModel) -> str | None:
         return aten_ops(built)
 
+    def batch_culprits(self, exc: BaseException, combined: SingleOpModel | None = None) -> set[int]:
+        """The parts whose operator's Python function Dynamo was tracing when it gave up on the
+        batch: the functions of the "from user code:" stack its message prints (``File ..., in
+        linear_cross_entropy``), matched to each part's API by name."""
+        parts = getattr(getattr(combined, "model", None), "parts", None)
+        if parts is None:
+            return set()
+        return {k for k, part in enumerate(parts) if api_function(getattr(part, "api", "")) in dynamo_user_frames(str(exc))}
+
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         """The same eager call the target compiles (``torch.compile`` of the operator call, not of an
         exported program: ``program.module()`` fails differently, e.g. "Attempt to trace generator"
@@ -334,3 +343,20 @@ class InductorCudaTarget(InductorTarget):
             return f"eager torch on {self.device}", flatten_outputs(result, to_numpy=inductor_to_numpy)
         except Exception:
             return None
+
+
+def dynamo_user_frames(message: str) -> set[str]:
+    """The function names of the user-code stack in a Dynamo error ("from user code:\n  File
+    "...", line N, in NAME"), the template's own ``forward`` left out."""
+    import re
+
+    if "from user code:" not in message:
+        return set()
+    stack = message.split("from user code:", 1)[1]
+    return set(re.findall(r'^\s*File "[^"]*", line \d+, in (\w+)$', stack, flags=re.M)) - {"forward"}
+
+
+def api_function(api: str) -> str:
+    """The Python name of an operator's function: ``linear_cross_entropy`` for
+    ``torch.nn.functional.linear_cross_entropy``."""
+    return api.rsplit(".", 1)[-1]
