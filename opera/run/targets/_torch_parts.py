@@ -59,10 +59,10 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
 
     entry = program.module_call_graph[0] if program.module_call_graph else None
     call = entry.signature if entry is not None and entry.fqn == "" else None
-    if call is None or len(call.out_spec.children_specs) != len(input_counts):
+    if call is None or len(call.out_spec.children()) != len(input_counts):
         return None
     # the program's outputs, in order, are the leaves of each part's result in turn
-    output_owner = [k for k, spec in enumerate(call.out_spec.children_specs) for _ in range(spec.num_leaves)]
+    output_owner = [k for k, spec in enumerate(call.out_spec.children()) for _ in range(spec.num_leaves)]
     placeholder_owner: dict[str, int | None] = {}
     user = 0
     for spec in signature.input_specs:
@@ -90,6 +90,9 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
     chosen = [k for k, owner in enumerate(output_owner) if owner in kept]
     output.args = (tuple(results[k] for k in chosen),)
     graph.eliminate_dead_code()
+    for node in reversed(list(graph.nodes)):  # what DCE keeps of a dropped part: its asserts
+        if node.op == "call_function" and not node.users and owning_part(node) not in kept:
+            graph.erase_node(node)
 
     dropped: set[str] = set()
     for node in list(graph.nodes):
@@ -108,6 +111,11 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
         owner = owning_part(node)
         if owner not in kept:  # a dropped part's node DCE kept (impure), or no one part's
             return None
+        if any(
+            arg.op == "placeholder" and placeholder_owner.get(arg.name) != owner
+            for arg in node.all_input_nodes
+        ):
+            return None  # it reads another part's input (torch.export merged aliased inputs)
         node.meta["nn_module_stack"] = _renumbered(node.meta["nn_module_stack"], new_index)
     graph.lint()
     graph_module.recompile()
@@ -118,16 +126,16 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
     state_dict = {name: value for name, value in program.state_dict.items() if name in targets}
     constants = {name: value for name, value in program.constants.items() if name in targets}
     kept_users = [i for i, owner in enumerate(user_owner) if owner in kept]
-    arguments = call.in_spec.children_specs[0]
+    arguments = call.in_spec.child(0)
     in_spec = TreeSpec(
         tuple,
         None,
         [
-            TreeSpec(tuple, None, [arguments.children_specs[i] for i in kept_users]),
-            call.in_spec.children_specs[1],
+            TreeSpec(tuple, None, [arguments.child(i) for i in kept_users]),
+            call.in_spec.child(1),
         ],
     )
-    out_spec = TreeSpec(tuple, None, [call.out_spec.children_specs[k] for k in keep])
+    out_spec = TreeSpec(tuple, None, [call.out_spec.child(k) for k in keep])
     names = (
         [call.forward_arg_names[i] for i in kept_users] if call.forward_arg_names else call.forward_arg_names
     )
@@ -137,12 +145,27 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
         graph=graph,
         graph_signature=ExportGraphSignature(input_specs=input_specs, output_specs=output_specs),
         state_dict=state_dict,
-        range_constraints=copy.deepcopy(program.range_constraints),
+        range_constraints={s: r for s, r in program.range_constraints.items() if s in _symbols(graph)},
         module_call_graph=module_call_graph,
         example_inputs=None,
         constants=constants,
         verifiers=program.verifiers,
     )
+
+
+def _symbols(graph: Any) -> set[Any]:
+    """The shape symbols the graph's values still use (a dropped part's take its ranges along)."""
+    import torch
+
+    found: set[Any] = set()
+    for node in graph.nodes:
+        value = node.meta.get("val")
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            sizes = list(item.shape) if isinstance(item, torch.Tensor) else [item]
+            for size in sizes:
+                if isinstance(size, torch.SymInt):
+                    found |= size.node.expr.free_symbols
+    return found
 
 
 def ov_decompose(program: Any) -> Any:

@@ -108,7 +108,11 @@ class InductorTarget(Target):
         parts = getattr(getattr(combined, "model", None), "parts", None)
         if parts is None:
             return set()
-        return {k for k, part in enumerate(parts) if api_function(getattr(part, "api", "")) in dynamo_user_frames(str(exc))}
+        return {
+            k
+            for k, part in enumerate(parts)
+            if api_function(getattr(part, "api", "")) in dynamo_user_frames(str(exc))
+        }
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         """The same eager call the target compiles (``torch.compile`` of the operator call, not of an
