@@ -15,9 +15,13 @@ as a whole to convert, compile or run (one part the compiler rejects) first asks
 parts' own conversions would fail on a gap (``Target.batch_gaps``: TVM's torch frontend checks
 every op for a converter before converting any, and each op of the combined program belongs to
 one part): those are ``unsupported`` with the exception their own run raises, and the rest is
-tried again. Otherwise the parts the message names run alone, or the batch is halved and each half
-tried again, down to single parts, which run alone; the references are computed once. A batch that
-kills or hangs its worker sends all its tests back to run alone (the executor's part).
+tried again. Otherwise the parts the failure names run alone (``Target.batch_culprits``, else the
+message's words), or the batch is halved and each half tried again, down to single parts, which
+run alone; the references are computed once. A build of some of an earlier build's parts starts
+from that build's work where the target can show it is the same (``Target.batch_cut``: the
+decomposed torch program, cut). Parts are judged for a pass only (``judge_pass``): whatever else a
+part is, its single run says, with the probes that explain a difference. A batch that kills or
+hangs its worker sends all its tests back to run alone (the executor's part).
 """
 
 from __future__ import annotations
