@@ -216,3 +216,20 @@ def test_a_batch_judges_passes_without_the_probes_a_difference_runs(monkeypatch)
     assert probes == []
     alone = judge_outputs(state.oracle, target, built, list(built.inputs), reference, wrong, None, finish)
     assert alone.outcome is Outcome.INCONSISTENT and probes == ["outputs"]  # alone, the probes run
+
+
+def test_a_part_holding_an_empty_tensor_runs_alone() -> None:
+    """OpenVINO's matmul of a 2x0 by a 0x2 matrix returns uninitialized memory (judged REAL): the
+    single run is ``inconsistent``, but the garbage compared equal once in a batch (the session-9
+    benchmark). Parts holding an empty tensor, as an input or a constant, run alone."""
+    from opera.run.batch import execute_batch, holds_empty_tensor
+    from opera.run.execution import WorkerState
+    from opera.run.executors import TestTask, WorkerSettings
+
+    (multi_dot,) = _corpus("a574740f52eb7105c62a")
+    assert holds_empty_tensor(multi_dot) and not holds_empty_tensor(_op("torch.sigmoid", X))
+    insts = [_op("torch.sigmoid", X), multi_dot, _op("torch.tanh", X)]
+    state = WorkerState(WorkerSettings(seed=0))
+    outcome = execute_batch([TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)], state, lambda stage: None)
+    assert [t.instance.id for t in outcome.alone] == [multi_dot.id]
+    assert sorted(o.task.seq for o in outcome.decided) == [0, 2]
