@@ -230,6 +230,41 @@ def test_a_part_holding_an_empty_tensor_runs_alone() -> None:
     assert holds_empty_tensor(multi_dot) and not holds_empty_tensor(_op("torch.sigmoid", X))
     insts = [_op("torch.sigmoid", X), multi_dot, _op("torch.tanh", X)]
     state = WorkerState(WorkerSettings(seed=0))
-    outcome = execute_batch([TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)], state, lambda stage: None)
+    outcome = execute_batch(
+        [TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)], state, lambda stage: None
+    )
     assert [t.instance.id for t in outcome.alone] == [multi_dot.id]
     assert sorted(o.task.seq for o in outcome.decided) == [0, 2]
+
+
+def test_batches_are_on_by_default_where_they_pay() -> None:
+    """``--batch auto`` (the default): batches of 16 on the torch targets, whose batches pay on a
+    random slice of the corpus; tvm-keras (batchable, but slower batched) and the test targets
+    run every test alone unless ``--batch K`` asks; ``--batch 1`` turns batches off."""
+    import argparse
+
+    from opera.commands import run as run_command
+    from opera.commands.run import run_settings_from_args
+    from opera.errors import OperaError
+    from opera.run.runner import AUTO_BATCH, RunConfig, _batch_targets, _settings
+
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    targets = ["tvm-torch", "ov-torch", "inductor-torch", "tvm-keras", "tvm-onnx", "test-faults"]
+
+    def config(*flags: str) -> RunConfig:
+        settings = run_settings_from_args(parser.parse_args(["c.jsonl", *flags]))
+        return RunConfig(corpus=[], targets=targets, **settings.run_settings())
+
+    assert _batch_targets(config()) == ("tvm-torch", "ov-torch", "inductor-torch")
+    assert _settings(config(), 1).batch == AUTO_BATCH == 16
+    assert _batch_targets(config("--batch", "8")) == (
+        "tvm-torch",
+        "ov-torch",
+        "inductor-torch",
+        "tvm-keras",
+        "test-faults",
+    )
+    assert _batch_targets(config("--batch", "1")) == ()
+    with pytest.raises(OperaError, match="'auto' or a number"):
+        config("--batch", "many")

@@ -101,13 +101,13 @@ def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) 
     )
     parser.add_argument(
         "--batch",
-        type=int,
-        default=_DEFAULTS.batch,
+        default="auto",
         metavar="K",
-        help="compile up to K tests of a batchable target (tvm-torch, ov-torch, inductor-torch, tvm-keras: it pays only "
-        "where most tests pass, docs/results.md) as one model; only passes are "
-        "decided in a batch, every other test runs alone, so verdicts are those of single runs (local executor; "
-        f"default {_DEFAULTS.batch}: every test alone)",
+        help="compile up to K tests of a batchable target (tvm-torch, ov-torch, inductor-torch, tvm-keras) as one "
+        "model; passes, and the gaps a target can attribute, are decided in a batch, every other test runs alone, "
+        "so verdicts are those of single runs (local executor). 1: every test alone. Default auto: batches of "
+        "16 on the targets where they pay on a random slice of the corpus (tvm-torch, ov-torch, inductor-torch; "
+        "docs/results.md), every test alone elsewhere",
     )
     add_executor_arguments(parser)
     add_selection_arguments(parser)
@@ -139,10 +139,17 @@ def run_settings_from_args(args: argparse.Namespace) -> RunSettings:
     )
 
 
-def _batch(value: int) -> int:
-    if value < 1:
-        raise OperaError("--batch must be at least 1")
-    return value
+def _batch(value: str | int) -> int:
+    """``--batch``: ``auto`` (0) or a size of at least 1."""
+    if value == "auto":
+        return 0
+    try:
+        size = int(value)
+    except ValueError:
+        raise OperaError(f"--batch takes 'auto' or a number, not {value!r}") from None
+    if size < 1:
+        raise OperaError("--batch must be at least 1 (or 'auto')")
+    return size
 
 
 def _rules(text: str) -> list[str]:
@@ -191,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
                 ("--torch-tensor-args", args.torch_tensor_args != _DEFAULTS.torch_tensor_args),
                 ("--onnx-data-inputs", args.onnx_data_inputs != _DEFAULTS.onnx_data_inputs),
                 ("--oracle", args.oracle != REFERENCE),
-                ("--batch", args.batch != _DEFAULTS.batch),
+                ("--batch", _batch(args.batch) != _DEFAULTS.batch),
                 ("--api/--test/--id/--sample", bool(settings.selection)),
             )
             if value

@@ -117,7 +117,11 @@ def holds_empty_tensor(inst: Any) -> bool:
             return any(empty(v) for v in value.values())
         return False
 
-    return empty(list(getattr(inst, "args", ()))) or empty(dict(getattr(inst, "kwargs", {}))) or empty(list(getattr(inst, "inputs", ())))
+    return (
+        empty(list(getattr(inst, "args", ())))
+        or empty(dict(getattr(inst, "kwargs", {})))
+        or empty(list(getattr(inst, "inputs", ())))
+    )
 
 
 @dataclass

@@ -107,8 +107,9 @@ class RunSettings:
     # oracles beside the library's reference (opera.run.rules: optlevel, reload, batch, paths)
     rules: list[str] = field(default_factory=list)
     # batched compilation: up to this many tests of a batchable target compiled as one model
-    # (opera.run.batch; the local executor); 1: every test alone
-    batch: int = 1
+    # (opera.run.batch; the local executor); 1: every test alone; 0 (auto): AUTO_BATCH on the
+    # targets whose batches pay on a random slice of the corpus (``Target.batch_pays``)
+    batch: int = 0
     # which part of the corpus (--api, --test, --id, --sample): applied when the run is planned
     selection: Selection = field(default_factory=Selection)
 
@@ -322,7 +323,7 @@ def _settings(config: RunConfig, run_id: int) -> WorkerSettings:
         torch_tensor_args=config.torch_tensor_args,
         onnx_data_inputs=config.onnx_data_inputs,
         rules=tuple(config.rules),
-        batch=config.batch,
+        batch=config.batch or AUTO_BATCH,
         batch_targets=_batch_targets(config),
     )
 
@@ -346,12 +347,17 @@ def known_failing_operators(
 
 
 def _batch_targets(config: RunConfig) -> tuple[str, ...]:
-    """The run's targets whose tests are compiled in batches (``Target.batchable``)."""
-    if config.batch < 2 or config.executor != "local":
+    """The run's targets whose tests are compiled in batches: with ``--batch K`` every
+    ``Target.batchable`` one; by default (auto) those whose batches pay (``Target.batch_pays``)."""
+    if config.batch == 1 or config.executor != "local":
         return ()
     from opera.run.targets import TARGETS
 
-    return tuple(t for t in config.targets if getattr(TARGETS.get(t), "batchable", False))
+    wanted = "batch_pays" if config.batch == 0 else "batchable"
+    return tuple(t for t in config.targets if getattr(TARGETS.get(t), wanted, False))
+
+
+AUTO_BATCH = 16  # the batch size measured in docs/results.md (batched compilation)
 
 
 def _prepare_executor(

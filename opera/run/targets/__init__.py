@@ -167,6 +167,9 @@ class Target(abc.ABC):
     # Worth compiling many tests as one model (``opera run --batch``): a per-model fixed cost (export,
     # conversion) dominates a test and the library's template can ``combine`` models.
     batchable: bool = False
+    # ... and batches pay on a random slice of the corpus, failures included (docs/results.md,
+    # batched compilation): ``opera run`` batches this target by default (``--batch auto``).
+    batch_pays: bool = False
     # Words that begin the message of a gap ``batch_gaps`` decides in a batch: a store's earlier
     # ``unsupported`` tests with such a message do not keep their operator out of batches.
     batch_gap_message: str = ""

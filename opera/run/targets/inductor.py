@@ -54,6 +54,7 @@ class InductorTarget(Target):
     # Inductor's fixed cost per compiled graph (C++ compile, link and load: ~0.8 s) dwarfs the
     # kernel of one operator; independent parts keep one loop nest each in one C++ function.
     batchable = True
+    batch_pays = True  # 1,000 random torch instances: docs/results.md (batched compilation)
     unsupported_patterns: tuple[str, ...] = (
         # fullgraph=True: Dynamo refuses a graph break instead of silently running eager
         r"^torch\._dynamo\.exc\.Unsupported:",

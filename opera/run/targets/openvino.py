@@ -268,6 +268,7 @@ class OvTorchTarget(_OvTarget):
     """torch.export's ExportedProgram -> ``convert_model`` (OpenVINO's FX/torch.export decoder)."""
 
     batchable = True
+    batch_pays = True  # 1,000 random torch instances: docs/results.md (batched compilation)
     converts_library_lowering = True
     name = "ov-torch"
     library = "torch"

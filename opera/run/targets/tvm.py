@@ -282,6 +282,7 @@ class _TvmTarget(Target):
 @register_target
 class TvmTorchTarget(_TvmTarget):
     batchable = True
+    batch_pays = True  # 1,000 random torch instances: docs/results.md (batched compilation)
     batch_gap_message = "builtins.AssertionError: Unsupported function types"
     converts_library_lowering = True
     name = "tvm-torch"
