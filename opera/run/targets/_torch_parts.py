@@ -16,7 +16,7 @@ import copy
 import re
 from typing import Any
 
-__all__ = ["cut_program", "fx_decoder", "named_parts", "ov_decompose", "owning_part"]
+__all__ = ["cut_combined", "cut_program", "fx_decoder", "named_parts", "ov_decompose", "owning_part"]
 
 _PART = re.compile(r"parts\.(\d+)(\.|$)")
 
@@ -27,6 +27,22 @@ def owning_part(node: Any) -> int | None:
     paths = [path for path, _ in (getattr(node, "meta", {}).get("nn_module_stack") or {}).values()]
     owners = {int(m.group(1)) for p in paths if (m := _PART.match(p))}
     return owners.pop() if len(owners) == 1 else None
+
+
+def cut_combined(whole: Any, keep: list[int], combined: Any) -> bool:
+    """``Target.batch_cut`` for a frontend that converts the decomposed program a combined model's
+    conversion keeps (``details["decomposed"]``): ``combined`` gets ``whole``'s, cut to the parts
+    ``keep``. Not from a cut (its parameters still carry the first numbering)."""
+    program = whole.details.get("decomposed")
+    counts = getattr(whole.model, "counts", None)
+    if program is None or whole.details.get("cut") or counts is None:
+        return False
+    cut = cut_program(program, keep, list(counts))
+    if cut is None:
+        return False
+    combined.details["decomposed"] = cut
+    combined.details["cut"] = True
+    return True
 
 
 def _renumbered(stack: dict[str, Any], new_index: dict[int, int]) -> dict[str, Any]:
@@ -97,10 +113,10 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
     dropped: set[str] = set()
     for node in list(graph.nodes):
         if node.op == "placeholder":
-            owner = placeholder_owner.get(node.name)
-            if owner is None:
+            held_by = placeholder_owner.get(node.name)
+            if held_by is None:
                 return None
-            if owner not in kept:
+            if held_by not in kept:
                 if node.users:
                     return None
                 dropped.add(node.name)
@@ -108,11 +124,11 @@ def cut_program(program: Any, keep: list[int], input_counts: list[int]) -> Any |
             continue
         if node.op in ("output", "get_attr"):
             continue
-        owner = owning_part(node)
-        if owner not in kept:  # a dropped part's node DCE kept (impure), or no one part's
+        made_in = owning_part(node)
+        if made_in not in kept:  # a dropped part's node DCE kept (impure), or no one part's
             return None
         if any(
-            arg.op == "placeholder" and placeholder_owner.get(arg.name) != owner
+            arg.op == "placeholder" and placeholder_owner.get(arg.name) != made_in
             for arg in node.all_input_nodes
         ):
             return None  # it reads another part's input (torch.export merged aliased inputs)

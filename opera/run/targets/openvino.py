@@ -50,7 +50,7 @@ from opera.run.targets._ov_io import (
     to_ov_tensor,
 )
 from opera.run.targets._ov_onnx_binary import library_names, newest_known_opset
-from opera.run.targets._torch_parts import cut_program, fx_decoder, named_parts, ov_decompose
+from opera.run.targets._torch_parts import cut_combined, fx_decoder, named_parts, ov_decompose
 from opera.templates import SingleOpModel
 from opera.templates.onnx_template import schema_at
 
@@ -335,16 +335,7 @@ class OvTorchTarget(_OvTarget):
     def batch_cut(self, whole: SingleOpModel, keep: list[int], combined: SingleOpModel) -> bool:
         """The program OpenVINO's decomposition made of ``whole`` with only the parts ``keep``
         (``cut_program``): a batch tried again without a part does not export and decompose again."""
-        program = whole.details.get("decomposed")
-        counts = getattr(whole.model, "counts", None)
-        if program is None or whole.details.get("cut") or counts is None:
-            return False
-        cut = cut_program(program, keep, list(counts))
-        if cut is None:
-            return False
-        combined.details["decomposed"] = cut
-        combined.details["cut"] = True
-        return True
+        return cut_combined(whole, keep, combined)
 
     def batch_culprits(self, exc: BaseException, combined: SingleOpModel | None = None) -> set[int]:
         """The parts whose nodes OpenVINO's failure names: by node ("conversion of operation

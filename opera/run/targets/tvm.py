@@ -34,7 +34,7 @@ from opera.run.targets._artifacts import aten_ops, decompose_torch, export_torch
 from opera.run.targets._converter_source import sub_byte_types, unread_attributes, unread_tflite_options
 from opera.run.targets._onnx_prep import prepare_built
 from opera.run.targets._onnx_versions import newer_than, node_gap
-from opera.run.targets._torch_parts import cut_program, owning_part
+from opera.run.targets._torch_parts import cut_combined, owning_part
 from opera.run.targets._tvm_io import (
     legalizable_layouts,
     tflite_complex_to_pairs,
@@ -401,16 +401,7 @@ class TvmTorchTarget(_TvmTarget):
         torch's export and decomposition, most of a conversion, are not redone for a batch tried
         again without its gaps, a blamed part or a half. TVM then converts the cut program as it
         converts any decomposed one."""
-        program = whole.details.get("decomposed")
-        counts = getattr(whole.model, "counts", None)
-        if program is None or whole.details.get("cut") or counts is None:
-            return False
-        cut = cut_program(program, keep, list(counts))
-        if cut is None:
-            return False
-        combined.details["decomposed"] = cut
-        combined.details["cut"] = True
-        return True
+        return cut_combined(whole, keep, combined)
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         code = (
