@@ -218,7 +218,7 @@ def test_a_batch_judges_passes_without_the_probes_a_difference_runs(monkeypatch)
     assert alone.outcome is Outcome.INCONSISTENT and probes == ["outputs"]  # alone, the probes run
 
 
-def test_a_part_holding_an_empty_tensor_runs_alone() -> None:
+def test_a_part_holding_an_empty_tensor_runs_alone(monkeypatch) -> None:
     """OpenVINO's matmul of a 2x0 by a 0x2 matrix returns uninitialized memory (judged REAL): the
     single run is ``inconsistent``, but the garbage compared equal once in a batch (the session-9
     benchmark). Parts holding an empty tensor, as an input or a constant, run alone."""
@@ -228,6 +228,14 @@ def test_a_part_holding_an_empty_tensor_runs_alone() -> None:
 
     (multi_dot,) = _corpus("a574740f52eb7105c62a")
     assert holds_empty_tensor(multi_dot) and not holds_empty_tensor(_op("torch.sigmoid", X))
+    template = get_template("torch")
+    combined: list[list[str]] = []  # the parts of every model the batch built (a spy, not a stand-in)
+    real_combine = type(template).combine
+    monkeypatch.setattr(
+        type(template),
+        "combine",
+        lambda self, parts: combined.append([p.instance.id for p in parts]) or real_combine(self, parts),
+    )
     insts = [_op("torch.sigmoid", X), multi_dot, _op("torch.tanh", X)]
     state = WorkerState(WorkerSettings(seed=0))
     outcome = execute_batch(
@@ -235,6 +243,7 @@ def test_a_part_holding_an_empty_tensor_runs_alone() -> None:
     )
     assert [t.instance.id for t in outcome.alone] == [multi_dot.id]
     assert sorted(o.task.seq for o in outcome.decided) == [0, 2]
+    assert combined and not any(multi_dot.id in parts for parts in combined)  # never built into a batch
 
 
 def test_batches_are_on_by_default_where_they_pay() -> None:
