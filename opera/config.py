@@ -26,9 +26,7 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
         raise OperaError(f"{what} {path}: not valid TOML ({exc})") from None
 
 
-def read_config(
-    path: str | Path | None, default: Path, what: str, sections: set[str]
-) -> tuple[Path, dict[str, Any]]:
+def read_config(path: str | Path | None, default: Path, what: str, sections: set[str]) -> tuple[Path, dict[str, Any]]:
     """(the path read, its tables): ``path``, or ``default`` when None; a top-level key outside
     ``sections`` is an error."""
     config_path = Path(path) if path is not None else default

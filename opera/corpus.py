@@ -175,9 +175,7 @@ class CorpusWriter:
         except OSError as exc:
             raise CorpusError(f"cannot write corpus file {self.path}: {exc.strerror}") from None
         self._raw: IO[bytes] = raw
-        self._gz: gzip.GzipFile | None = (
-            gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if _is_gzip(self.path) else None
-        )
+        self._gz: gzip.GzipFile | None = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if _is_gzip(self.path) else None
         self._out: IO[bytes] = self._gz if self._gz is not None else raw  # type: ignore[assignment]
         self._since_sync = 0
         head = {"$schema": _HEADER_TAG, "version": SCHEMA_VERSION, **(header or {})}
@@ -220,10 +218,9 @@ class CorpusWriter:
         self.close()
 
 
-def write_corpus(
-    path: str | os.PathLike[str], instances: Iterable[OperatorInstance], header: dict[str, Any] | None = None
-) -> int:
+def write_corpus(path: str | os.PathLike[str], instances: Iterable[OperatorInstance], header: dict[str, Any] | None = None) -> int:
     with CorpusWriter(path, header=header) as writer:
         for inst in instances:
             writer.write(inst)
     return writer.written
+

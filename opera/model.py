@@ -11,18 +11,11 @@ from typing import Any
 
 from opera.values import contains_opaque, decode_value, encode_value
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "InstanceKind",
-    "OperatorInstance",
-    "Origin",
-    "Source",
-    "Tolerance",
-    "canonical_json",
-]
+__all__ = ["SCHEMA_VERSION", "InstanceKind", "OperatorInstance", "Origin", "Source", "Tolerance", "canonical_json"]
 
 # Bump when the line format changes incompatibly; readers refuse newer versions.
 SCHEMA_VERSION = 1
+
 
 
 @functools.lru_cache(maxsize=1)
@@ -147,12 +140,8 @@ class OperatorInstance:
                 return f"{found.type}: {found.reason}"
         return None
 
-    def with_verdict(
-        self, valid: bool, reason: str | None = None, outputs: tuple[str, ...] | None = None
-    ) -> OperatorInstance:
-        new = replace(
-            self, valid=valid, invalid_reason=reason, outputs=outputs if outputs is not None else self.outputs
-        )
+    def with_verdict(self, valid: bool, reason: str | None = None, outputs: tuple[str, ...] | None = None) -> OperatorInstance:
+        new = replace(self, valid=valid, invalid_reason=reason, outputs=outputs if outputs is not None else self.outputs)
         return new
 
     # ---- (de)serialization ----------------------------------------------------------------

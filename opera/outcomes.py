@@ -26,9 +26,7 @@ class Outcome(StrEnum):
     # still ran (crashes count), only output count, shapes and dtypes were compared
     UNDEFINED = "undefined"  # outputs differ only where the operator's spec leaves the values undefined
     UNSTABLE_REFERENCE = "unstable-reference"  # two references of the library disagree with each other
-    HARNESS_ERROR = (
-        "harness-error"  # Opera's own code failed (input preparation, output decoding): our defect
-    )
+    HARNESS_ERROR = "harness-error"  # Opera's own code failed (input preparation, output decoding): our defect
 
 
 # Outcomes that point at a compiler bug: they get a signature, a bug row and a reproducer.

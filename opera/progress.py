@@ -11,9 +11,7 @@ from tqdm import tqdm
 __all__ = ["progress_bar"]
 
 
-def progress_bar(
-    *, total: int | None = None, desc: str = "", unit: str = "it", disable: bool = False, **kw: Any
-) -> tqdm:
+def progress_bar(*, total: int | None = None, desc: str = "", unit: str = "it", disable: bool = False, **kw: Any) -> tqdm:
     # A terminal that reports 0 columns (some ptys, CI consoles) would make tqdm draw nothing.
     width = {} if _columns() else {"ncols": 100, "nrows": 40, "dynamic_ncols": False}
     options = {"dynamic_ncols": True, "mininterval": 0.5, **width, **kw}

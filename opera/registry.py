@@ -57,9 +57,7 @@ class Registry(Generic[T]):
             raise ValueError(f"a {self.kind} needs a name: {obj!r}")
         known = self._entries.get(name)
         if known is not None and known is not obj and _qualname(known) != _qualname(obj):
-            raise ValueError(
-                f"{self.kind} {name!r} registered twice: {_qualname(known)} and {_qualname(obj)}"
-            )
+            raise ValueError(f"{self.kind} {name!r} registered twice: {_qualname(known)} and {_qualname(obj)}")
         self._entries[name] = obj
         return obj
 

@@ -60,9 +60,7 @@ class Selection:
                     + ", ".join(missing[:3])
                 )
         if not kept and given:
-            raise OperaError(
-                f"the selection ({self.describe()}) keeps none of the {len(given)} corpus instances"
-            )
+            raise OperaError(f"the selection ({self.describe()}) keeps none of the {len(given)} corpus instances")
         if self.sample is not None and self.sample < len(kept):
             chosen = set(random.Random(self.sample_seed).sample(range(len(kept)), self.sample))
             kept = [inst for k, inst in enumerate(kept) if k in chosen]
@@ -92,33 +90,11 @@ class Selection:
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     """--api / --test / --id / --sample / --sample-seed."""
-    group = parser.add_argument_group(
-        "selecting part of the corpus (kinds combine with AND, repeats with OR)"
-    )
-    group.add_argument(
-        "--api",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="instances whose API matches, e.g. 'torch.nn.functional.conv*'",
-    )
-    group.add_argument(
-        "--test",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="instances recorded by a matching source test, e.g. '*test_conv*'",
-    )
-    group.add_argument(
-        "--id",
-        action="append",
-        default=[],
-        metavar="ID|@FILE",
-        help="an instance id, or @FILE of ids (one per line, # comments)",
-    )
-    group.add_argument(
-        "--sample", type=int, metavar="N", help="then a seeded random sample of N of them (corpus order kept)"
-    )
+    group = parser.add_argument_group("selecting part of the corpus (kinds combine with AND, repeats with OR)")
+    group.add_argument("--api", action="append", default=[], metavar="GLOB", help="instances whose API matches, e.g. 'torch.nn.functional.conv*'")
+    group.add_argument("--test", action="append", default=[], metavar="GLOB", help="instances recorded by a matching source test, e.g. '*test_conv*'")
+    group.add_argument("--id", action="append", default=[], metavar="ID|@FILE", help="an instance id, or @FILE of ids (one per line, # comments)")
+    group.add_argument("--sample", type=int, metavar="N", help="then a seeded random sample of N of them (corpus order kept)")
     group.add_argument("--sample-seed", type=int, default=0, metavar="S", help="seed of --sample (default 0)")
 
 

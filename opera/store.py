@@ -99,8 +99,7 @@ def _migratable(version: int) -> bool:
     return all(v in _MIGRATIONS for v in range(version, SCHEMA_VERSION))
 
 
-_SCHEMA = (
-    """
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     config TEXT NOT NULL,
@@ -140,9 +139,7 @@ CREATE TABLE IF NOT EXISTS results (
     UNIQUE (run, instance_id, target)
 );
 CREATE INDEX IF NOT EXISTS results_by_signature ON results(signature);
-"""
-    + _RULE_RESULTS
-    + """CREATE TABLE IF NOT EXISTS bugs (
+""" + _RULE_RESULTS + """CREATE TABLE IF NOT EXISTS bugs (
     signature TEXT PRIMARY KEY,
     target TEXT NOT NULL,
     outcome TEXT NOT NULL,
@@ -161,7 +158,6 @@ CREATE INDEX IF NOT EXISTS results_by_signature ON results(signature);
     repro_versions TEXT
 );
 """
-)
 
 _RUN_COLUMNS = "id, config, tool_version, versions, corpus, started, ended, status"
 _REPRO_COLUMNS = "repro_status, repro_detail, repro_exit, repro_seconds, repro_checked, repro_versions"
@@ -602,9 +598,7 @@ class ResultStore:
             if signature and kind is not None:
                 new_bug = self._count_bug(signature, result, run_id, kind) or new_bug
                 if outcome.get("reproducer"):
-                    self._adopt_reproducer(
-                        signature, outcome["reproducer"], instance_size, result.instance_id, result.api
-                    )
+                    self._adopt_reproducer(signature, outcome["reproducer"], instance_size, result.instance_id, result.api)
         return new_bug
 
     def rule_results(self, run_id: int) -> list[RuleRecord]:
@@ -634,18 +628,7 @@ class ResultStore:
             self._db.execute(
                 """INSERT INTO bugs (signature, target, outcome, first_run, last_run, count, example_instance,
                    example_api, reproducer, reproducer_size) VALUES (?,?,?,?,?,?,?,?,?,?)""",
-                (
-                    signature,
-                    result.target,
-                    outcome.value,
-                    run_id,
-                    run_id,
-                    1,
-                    result.instance_id,
-                    result.api,
-                    None,
-                    None,
-                ),
+                (signature, result.target, outcome.value, run_id, run_id, 1, result.instance_id, result.api, None, None),
             )
             return True
         self._db.execute("UPDATE bugs SET last_run=?, count=count+1 WHERE signature=?", (run_id, signature))
@@ -752,12 +735,7 @@ class ResultStore:
             gap_rule = " AND NOT (outcome = ? AND substr(message, 1, ?) = ?)" if prefix else ""
             rows = self._db.execute(
                 f"SELECT DISTINCT target, api FROM results WHERE run < ? AND outcome != ? AND target = ?{gap_rule}",
-                (
-                    run_id,
-                    Outcome.PASS.value,
-                    target,
-                    *((Outcome.UNSUPPORTED.value, len(prefix), prefix) if prefix else ()),
-                ),
+                (run_id, Outcome.PASS.value, target, *((Outcome.UNSUPPORTED.value, len(prefix), prefix) if prefix else ())),
             )
             found.update((str(t), str(a)) for t, a in rows)
         return found

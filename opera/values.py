@@ -252,9 +252,7 @@ def encode_value(value: Any) -> Any:
         }
     if isinstance(value, np.ndarray):
         return _encode_array(value)
-    raise ValueEncodingError(
-        f"no encoding for a value of type {type(value).__module__}.{type(value).__qualname__}"
-    )
+    raise ValueEncodingError(f"no encoding for a value of type {type(value).__module__}.{type(value).__qualname__}")
 
 
 def _decode_float(x: Any) -> float:

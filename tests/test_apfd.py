@@ -37,7 +37,6 @@ STRATEGIES = ("our", "random", "fast", "cov", "delta_cov")
 # rounded from another of its five repetitions). Checked to within 0.001 instead of 3 decimals.
 OFF_BY_ROUNDING = {("tvm", "keras", "random")}
 
-
 def _load() -> dict:
     return json.loads(POSITIONS.read_text())
 

@@ -18,25 +18,12 @@ from opera.templates import get_template
 
 
 def _verdicts(store: Path) -> dict[tuple[str, str], tuple]:
-    rows = sqlite3.connect(store).execute(
-        "SELECT instance_id, target, outcome, stage, signature FROM results"
-    )
+    rows = sqlite3.connect(store).execute("SELECT instance_id, target, outcome, stage, signature FROM results")
     return {(r[0], r[1]): r[2:] for r in rows}
 
 
 def _run(corpus: Path, store: Path, targets: list[str], batch: int, capsys) -> str:
-    args = [
-        "run",
-        str(corpus),
-        "--store",
-        str(store),
-        "--workers",
-        "1",
-        "--timeout",
-        "8",
-        "--no-verify",
-        "-q",
-    ]
+    args = ["run", str(corpus), "--store", str(store), "--workers", "1", "--timeout", "8", "--no-verify", "-q"]
     for target in targets:
         args += ["-t", target]
     assert main([*args, "--batch", str(batch)]) == 0
@@ -66,9 +53,7 @@ def test_onnx_parts_combine_into_one_graph_without_sharing_names() -> None:
     template = get_template("onnx")
     parts = [template.build(inst, 0) for inst in relus(3)]
     combined = template.combine(parts)
-    assert combined is not None and combined.input_names == [
-        f"p{k}_{n}" for k in range(3) for n in parts[k].input_names
-    ]
+    assert combined is not None and combined.input_names == [f"p{k}_{n}" for k in range(3) for n in parts[k].input_names]
     assert len(combined.model.graph.node) == 3 and len(combined.model.graph.output) == 3
     outputs = template.reference(combined)
     for part, out in zip(parts, outputs, strict=True):
@@ -76,9 +61,7 @@ def test_onnx_parts_combine_into_one_graph_without_sharing_names() -> None:
 
 
 def _torch_op(api: str, *args: np.ndarray) -> OperatorInstance:
-    return OperatorInstance(
-        library="torch", api=api, kind=InstanceKind.FUNCTION, args=args, source=Source(suite="t", test=api)
-    )
+    return OperatorInstance(library="torch", api=api, kind=InstanceKind.FUNCTION, args=args, source=Source(suite="t", test=api))
 
 
 @pytest.mark.slow
@@ -106,9 +89,7 @@ def test_real_torch_targets_give_the_same_verdicts_batched(tmp_path, capsys) -> 
 
 
 def _messages(store: Path, target: str) -> dict[str, str]:
-    rows = sqlite3.connect(store).execute(
-        "SELECT instance_id, message FROM results WHERE target = ?", (target,)
-    )
+    rows = sqlite3.connect(store).execute("SELECT instance_id, message FROM results WHERE target = ?", (target,))
     return dict(rows.fetchall())
 
 
@@ -146,11 +127,7 @@ def test_batch_gaps_attribute_each_missing_op_to_its_own_part() -> None:
     target = get_target("tvm-torch")
     template = get_template("torch")
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
-    insts = [
-        _torch_op("torch.nn.functional.relu", x),
-        _torch_op("torch.amin", x),
-        _torch_op("torch.unique", x),
-    ]
+    insts = [_torch_op("torch.nn.functional.relu", x), _torch_op("torch.amin", x), _torch_op("torch.unique", x)]
     combined = template.combine([template.build(inst, 0) for inst in insts])
     failure = "AssertionError: Unsupported function types ['_unique2.default', 'amin.default']"
     gaps = target.batch_gaps(combined, failure)
@@ -173,13 +150,7 @@ def test_a_conversion_failure_names_the_part_tvm_was_converting() -> None:
     insts = [
         _torch_op("torch.nn.functional.relu", x),
         _torch_op("torch.sigmoid", x),
-        OperatorInstance(
-            library="torch",
-            api="torch.as_strided",
-            kind=InstanceKind.FUNCTION,
-            args=(x, (2, 2), (1, 2)),
-            source=Source(suite="t", test="s"),
-        ),
+        OperatorInstance(library="torch", api="torch.as_strided", kind=InstanceKind.FUNCTION, args=(x, (2, 2), (1, 2)), source=Source(suite="t", test="s")),
         _torch_op("torch.tanh", x),
     ]
     combined = template.combine([template.build(inst, 0) for inst in insts])
@@ -203,12 +174,7 @@ def test_a_part_that_draws_random_numbers_runs_alone() -> None:
     corpus = Path(__file__).resolve().parents[1] / "harvested" / "torch.jsonl.gz"
     (attention,) = [i for i in CorpusReader([corpus]) if i.id == "aaa5705e2022136a98b0"]
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
-    insts = [
-        _torch_op("torch.nn.functional.relu", x),
-        attention,
-        _torch_op("torch.sigmoid", x),
-        _torch_op("torch.tanh", x),
-    ]
+    insts = [_torch_op("torch.nn.functional.relu", x), attention, _torch_op("torch.sigmoid", x), _torch_op("torch.tanh", x)]
     state = WorkerState(WorkerSettings(seed=0))
     tasks = [TestTask(k, inst, "tvm-torch") for k, inst in enumerate(insts)]
     template = get_template("torch")
@@ -245,16 +211,10 @@ def test_a_part_whose_reference_draws_random_numbers_runs_alone_on_any_target(mo
         assert built.details["draws_random"] is draws
     combined: list[list[str]] = []  # the parts of every model the batch built (a spy, not a stand-in)
     real_combine = type(template).combine
-    monkeypatch.setattr(
-        type(template),
-        "combine",
-        lambda self, parts: combined.append([p.instance.id for p in parts]) or real_combine(self, parts),
-    )
+    monkeypatch.setattr(type(template), "combine", lambda self, parts: combined.append([p.instance.id for p in parts]) or real_combine(self, parts))
     insts = [_torch_op("torch.nn.functional.relu", x), pool, _torch_op("torch.sigmoid", x)]
     state = WorkerState(WorkerSettings(seed=0))
-    outcome = execute_batch(
-        [TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)], state, lambda stage: None
-    )
+    outcome = execute_batch([TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)], state, lambda stage: None)
     assert [t.instance.id for t in outcome.alone] == [pool.id]
     assert sorted(o.task.seq for o in outcome.decided) == [0, 2]
     assert combined and not any(pool.id in parts for parts in combined)
@@ -262,9 +222,7 @@ def test_a_part_whose_reference_draws_random_numbers_runs_alone_on_any_target(mo
 
 def test_batch_must_be_positive(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(1))
-    code = main(
-        ["run", str(corpus), "-t", "test-faults", "--store", str(tmp_path / "s.db"), "--batch", "0", "-q"]
-    )
+    code = main(["run", str(corpus), "-t", "test-faults", "--store", str(tmp_path / "s.db"), "--batch", "0", "-q"])
     assert code == 2 and "--batch must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "s.db").exists()  # refused before the store is touched
 
@@ -288,9 +246,7 @@ def test_a_failing_batch_blames_the_part_the_frontend_names() -> None:
     failure = "AssertionError: Unsupported function types ['addmv.default']"
     assert _blames(target, addmv, failure) and not _blames(target, relu, failure)
     complex_input = part(_torch_op("torch.neg", (x + 1j * x).astype(np.complex64)))
-    assert _blames(
-        target, complex_input, "NotImplementedError: input_type torch.complex64 is not handled yet"
-    )
+    assert _blames(target, complex_input, "NotImplementedError: input_type torch.complex64 is not handled yet")
     assert not _blames(target, relu, "NotImplementedError: input_type torch.complex64 is not handled yet")
 
 
@@ -306,9 +262,7 @@ def test_a_worker_remembers_failing_operators_across_spellings() -> None:
     for api, outcome in (("torch.add", Outcome.CRASH), ("torch.abs", Outcome.PASS)):
         inst = _torch_op(api, x)
         result = TestResult(inst.id, api, "tvm-torch", outcome, Stage.CONVERT)
-        remember_failure(
-            state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result)
-        )
+        remember_failure(state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result))
     assert failing_operators(state) == {"add"}
     assert operator_name("torch.Tensor.add_") == operator_name("torch.add") == "add"
 
@@ -341,9 +295,7 @@ def test_the_stores_earlier_runs_send_their_failing_operators_alone(tmp_path, ca
         by_run.setdefault(run, {})[rest[0]] = tuple(rest[1:])
     assert by_run[1] == by_run[2] and len(by_run[1]) == len(tests)
     with ResultStore(store) as opened:
-        assert known_failing_operators(opened, 2, ["test-faults"]) == (
-            ("test-faults", operator_name(tests[0].api)),
-        )
+        assert known_failing_operators(opened, 2, ["test-faults"]) == (("test-faults", operator_name(tests[0].api)),)
         assert known_failing_operators(opened, 1, ["test-faults"]) == ()  # nothing before the first run
         assert known_failing_operators(opened, 2, ["test-wrong"]) == ()  # per target
 
@@ -364,48 +316,25 @@ def test_gaps_a_batch_decides_do_not_keep_their_operator_out_of_batches(tmp_path
     gap = "builtins.AssertionError: Unsupported function types ['_unique2.default']"
     other_gap = "TVM's converter for aten.mm.default builds its result in float32 only"
     x = np.zeros(2, np.float32)
-    rows = [
-        ("torch.unique", Outcome.UNSUPPORTED, gap),
-        ("torch.mm", Outcome.UNSUPPORTED, other_gap),
-        ("torch.add", Outcome.CRASH, "boom"),
-    ]
+    rows = [("torch.unique", Outcome.UNSUPPORTED, gap), ("torch.mm", Outcome.UNSUPPORTED, other_gap), ("torch.add", Outcome.CRASH, "boom")]
     state = SimpleNamespace(target=get_target)
     results = []
     for api, outcome, message in rows:
         inst = _torch_op(api, x)
         result = TestResult(inst.id, api, "tvm-torch", outcome, Stage.CONVERT, message=message)
         results.append(result)
-        remember_failure(
-            state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result)
-        )
+        remember_failure(state, TestTask(0, inst, "tvm-torch"), TaskOutcome(TestTask(0, inst, "tvm-torch"), result=result))
     assert failing_operators(state) == {"mm", "add"}
     assert gap_operators(state) == {"unique"}  # its next tests are batched among themselves
     with ResultStore(tmp_path / "s.db") as store:
         first = store.create_run({}, tool_version="test", versions={}, corpus=[], planned=[])
         for result in results:
             store.add_result(first, result)
-            store.add_result(
-                first,
-                TestResult(
-                    result.instance_id,
-                    result.api,
-                    "ov-torch",
-                    result.outcome,
-                    Stage.CONVERT,
-                    message=result.message,
-                ),
-            )
+            store.add_result(first, TestResult(result.instance_id, result.api, "ov-torch", result.outcome, Stage.CONVERT, message=result.message))
         second = store.create_run({}, tool_version="test", versions={}, corpus=[], planned=[])
-        assert known_failing_operators(store, second, ["tvm-torch"]) == (
-            ("tvm-torch", "add"),
-            ("tvm-torch", "mm"),
-        )
+        assert known_failing_operators(store, second, ["tvm-torch"]) == (("tvm-torch", "add"), ("tvm-torch", "mm"))
         # ov-torch decides no gap in a batch: all three keep their operators out
-        assert {op for _, op in known_failing_operators(store, second, ["ov-torch"])} == {
-            "add",
-            "mm",
-            "unique",
-        }
+        assert {op for _, op in known_failing_operators(store, second, ["ov-torch"])} == {"add", "mm", "unique"}
 
 
 def _keras_slice(n: int) -> list[OperatorInstance]:
@@ -422,9 +351,7 @@ def test_keras_parts_combine_into_one_model_computing_each_part() -> None:
     parts = [template.build(inst, 0) for inst in _keras_slice(6)]
     combined = template.combine(parts)
     assert combined is not None and len(combined.inputs) == sum(len(p.inputs) for p in parts)
-    assert combined.input_names == [
-        f"part{k}_input_{j}" for k, p in enumerate(parts) for j in range(len(p.inputs))
-    ]
+    assert combined.input_names == [f"part{k}_input_{j}" for k, p in enumerate(parts) for j in range(len(p.inputs))]
     outputs = template.reference(combined)
     expected = [out for part in parts for out in template.reference(part)]
     assert len(outputs) == len(expected)

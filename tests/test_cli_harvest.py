@@ -23,12 +23,7 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 def opera(*args: str, cwd: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "opera.cli", *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=cwd,
-        timeout=timeout,
+        [sys.executable, "-m", "opera.cli", *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=timeout
     )
 
 
@@ -61,9 +56,7 @@ def test_unknown_source_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_unwritable_output_is_one_line_exit_2(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    proc = opera(
-        "harvest", "onnx", "--source", "node-tests", "--limit", "2", "-o", str(blocker / "out.jsonl")
-    )
+    proc = opera("harvest", "onnx", "--source", "node-tests", "--limit", "2", "-o", str(blocker / "out.jsonl"))
     assert proc.returncode == 2
     lines = error_lines(proc)
     assert len(lines) == 1 and "out.jsonl" in lines[0], proc.stderr

@@ -244,12 +244,7 @@ def test_bugs_shows_the_message_and_the_source_tests_of_a_signature(tmp_path, ca
         + relus(1, start=5, test="test_c.py::t") + relus(1, start=6, test="test_d.py::t"),
     )  # fmt: skip
     store = str(tmp_path / "s.db")
-    assert (
-        main(
-            ["run", str(corpus), "-t", "test-wrong", "--store", store, "--workers", "1", "-q", "--no-verify"]
-        )
-        == 0
-    )
+    assert main(["run", str(corpus), "-t", "test-wrong", "--store", store, "--workers", "1", "-q", "--no-verify"]) == 0
     capsys.readouterr()
     assert main(["bugs", "--store", store]) == 0
     out = capsys.readouterr().out
@@ -258,18 +253,14 @@ def test_bugs_shows_the_message_and_the_source_tests_of_a_signature(tmp_path, ca
     assert "distance" in message and "\n" not in message
     assert main(["bugs", "--store", store, "--json"]) == 0
     (bug,) = json.loads(capsys.readouterr().out)
-    assert (
-        bug["source_tests"] == ["test_a.py::t_relu", "test_b.py::t_relu", "test_c.py::t"] and bug["message"]
-    )
+    assert bug["source_tests"] == ["test_a.py::t_relu", "test_b.py::t_relu", "test_c.py::t"] and bug["message"]
 
 
 def test_native_start_up_chatter_is_dropped_and_everything_else_kept(capfd) -> None:
     from opera.quiet import quiet_native_logs
 
     with quiet_native_logs():
-        os.write(
-            2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
-        )
+        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
         os.write(2, b"I0000 00:00:1795566225.016524   10313 port.cc:153] oneDNN custom operations are on.\n")
         os.write(2, b"a real warning the user must see\n")
         sys.stderr.write("Traceback: also kept\n")
@@ -281,9 +272,7 @@ def test_native_start_up_chatter_is_dropped_and_everything_else_kept(capfd) -> N
 def test_targets_prints_no_library_log_noise() -> None:
     """Issue 17: `opera targets` imports TensorFlow (tvm-keras, ov-keras), whose C++ start-up lines
     went to stderr; the listing is all the user sees."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "opera.cli", "targets"], capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-m", "opera.cli", "targets"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "tvm-keras" in proc.stdout
     assert proc.stderr == "", proc.stderr
 
@@ -293,25 +282,10 @@ def test_run_prints_no_library_log_noise(tmp_path) -> None:
     """Issue 17: `opera run` on a Keras target probes it in the driver (TensorFlow's start-up lines
     went to stderr at the end of the run's output)."""
     corpus = Path(__file__).resolve().parents[1] / "harvested" / "keras.jsonl.gz"
-    args = [
-        "run",
-        str(corpus),
-        "-t",
-        "tvm-keras",
-        "--limit",
-        "1",
-        "--store",
-        str(tmp_path / "s.db"),
-        "-q",
-        "--no-verify",
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "opera.cli", *args], capture_output=True, text=True, timeout=300
-    )
+    args = ["run", str(corpus), "-t", "tvm-keras", "--limit", "1", "--store", str(tmp_path / "s.db"), "-q", "--no-verify"]
+    proc = subprocess.run([sys.executable, "-m", "opera.cli", *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "tvm-keras" in proc.stdout, proc.stderr
-    assert "absl::InitializeLog" not in proc.stderr and "oneDNN custom operations" not in proc.stderr, (
-        proc.stderr
-    )
+    assert "absl::InitializeLog" not in proc.stderr and "oneDNN custom operations" not in proc.stderr, proc.stderr
 
 
 def test_a_crash_message_is_shown_by_its_exception_line() -> None:

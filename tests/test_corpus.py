@@ -71,9 +71,7 @@ def test_skip_malformed_skips_and_counts(tmp_path: Path) -> None:
     write_corpus(path, [_inst(0), _inst(1)])
     with open(path, "a") as fh:
         fh.write("not json\n")
-        fh.write(
-            json.dumps({"library": "torch", "api": "x", "kind": "nope", "source": {"suite": "s"}}) + "\n"
-        )
+        fh.write(json.dumps({"library": "torch", "api": "x", "kind": "nope", "source": {"suite": "s"}}) + "\n")
         fh.write(_inst(2).to_line() + "\n")
     reader = CorpusReader([path], skip_malformed=True)
     got = list(reader)
@@ -112,9 +110,7 @@ def test_unwritable_output_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_not_migratable_instances_are_kept_and_flagged(tmp_path: Path) -> None:
-    inst = OperatorInstance(
-        "torch", "torch.bernoulli", InstanceKind.FUNCTION, args=(Opaque("torch.Generator", "RNG state"),)
-    )
+    inst = OperatorInstance("torch", "torch.bernoulli", InstanceKind.FUNCTION, args=(Opaque("torch.Generator", "RNG state"),))
     assert not inst.migratable
     path = tmp_path / "o.jsonl"
     write_corpus(path, [inst])

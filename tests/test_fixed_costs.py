@@ -87,9 +87,7 @@ def test_a_segfault_in_the_warm_up_op_is_no_verdict(tmp_path: Path, monkeypatch:
     assert "warm-up op of test-faults died (SIGSEGV" in (tmp_path / "logs" / "worker-0.log").read_text()
 
 
-def test_a_hang_in_the_warm_up_op_is_no_timeout_verdict(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_hang_in_the_warm_up_op_is_no_timeout_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fault_in_warm_up(tmp_path, "hang", monkeypatch)
     tasks = [TestTask(0, relus(1)[0], "test-faults")]
     outcomes, executor = _run_pool(tasks, WorkerSettings(warmup_timeout_s=8.0))
@@ -97,9 +95,7 @@ def test_a_hang_in_the_warm_up_op_is_no_timeout_verdict(
     assert executor.no_warm_up_op == {"test-faults"}  # type: ignore[attr-defined]
 
 
-def test_an_exception_in_the_warm_up_op_is_only_logged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_exception_in_the_warm_up_op_is_only_logged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash verdict of the warm-up op is logged in the worker; the worker goes on."""
     _fault_in_warm_up(tmp_path, "raise", monkeypatch)
     tasks = [TestTask(seq, inst, "test-faults") for seq, inst in enumerate(relus(2))]
@@ -172,11 +168,7 @@ def _sin_built():
 
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
     inst = OperatorInstance(
-        library="torch",
-        api="torch.sin",
-        kind=InstanceKind.FUNCTION,
-        args=(x,),
-        source=Source(suite="opera-tests"),
+        library="torch", api="torch.sin", kind=InstanceKind.FUNCTION, args=(x,), source=Source(suite="opera-tests")
     )
     return inst, get_template("torch").build(inst, 0)
 
@@ -189,18 +181,11 @@ def _compile_twice(target) -> list[dict[str, int]]:
     _, built = _sin_built()
     seen = []
     for _ in range(2):
-        hits_before = (
-            counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
-        )
+        hits_before = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
         compiled = target.compile(target.convert(built))
         np.testing.assert_allclose(target.run(compiled, built.inputs)[0], np.sin(built.inputs[0]), rtol=1e-6)
         hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
-        seen.append(
-            {
-                "hits": hits - hits_before,
-                "codegen": len(compilation_time_metrics.get("Scheduler.codegen", [])),
-            }
-        )
+        seen.append({"hits": hits - hits_before, "codegen": len(compilation_time_metrics.get("Scheduler.codegen", []))})
     return seen
 
 
@@ -238,9 +223,7 @@ def test_with_torchs_default_caches_the_second_compile_skips_code_generation(
     assert second["hits"] >= 1 and second["codegen"] == 0
 
 
-def test_inductor_is_unavailable_when_the_environment_forces_a_cache_on(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_inductor_is_unavailable_when_the_environment_forces_a_cache_on(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
     from opera.run.targets import get_target
 
@@ -273,11 +256,7 @@ def test_inductor_reproducer_generates_code_again_for_a_graph_on_disk(tmp_path: 
 
     inst, _ = _sin_built()
     result = TestResult(
-        instance_id=inst.id,
-        api=inst.api,
-        target="inductor-torch",
-        outcome=Outcome.INCONSISTENT,
-        stage=Stage.RUN,
+        instance_id=inst.id, api=inst.api, target="inductor-torch", outcome=Outcome.INCONSISTENT, stage=Stage.RUN
     )
     path = write_reproducer(inst, get_target("inductor-torch"), result, tmp_path)
     assert path is not None
@@ -291,11 +270,7 @@ def test_inductor_reproducer_generates_code_again_for_a_graph_on_disk(tmp_path: 
         seen = []
         for _ in range(2):
             proc = subprocess.run(
-                [sys.executable, "-c", _COUNT_AT_EXIT, str(script_path)],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=600,
+                [sys.executable, "-c", _COUNT_AT_EXIT, str(script_path)], capture_output=True, text=True, env=env, timeout=600
             )
             assert proc.returncode == 0, proc.stdout + proc.stderr  # sin is right: "not reproduced"
             words = proc.stdout.split("HITS")[-1].split()
@@ -348,13 +323,8 @@ def uncached_scan(monkeypatch: pytest.MonkeyPatch):
 
     from opera.run.targets._artifacts import install_cia_scan_cache
 
-    assert install_cia_scan_cache(), (
-        "the cache does not apply to this torch: re-read its scan (CIA_SCAN_SOURCES)"
-    )
-    assert (
-        torch.export.exported_program._collect_all_valid_cia_ops
-        is not torch._export.utils._collect_all_valid_cia_ops
-    )
+    assert install_cia_scan_cache(), "the cache does not apply to this torch: re-read its scan (CIA_SCAN_SOURCES)"
+    assert torch.export.exported_program._collect_all_valid_cia_ops is not torch._export.utils._collect_all_valid_cia_ops
 
     @contextlib.contextmanager
     def uncached():
@@ -415,9 +385,7 @@ def _ov_text(model, tmp_path: Path) -> tuple[str, bytes]:
 
 
 @pytest.mark.slow
-def test_openvino_converts_the_same_model_with_the_cached_scan(
-    scan_instances, uncached_scan, tmp_path: Path
-) -> None:
+def test_openvino_converts_the_same_model_with_the_cached_scan(scan_instances, uncached_scan, tmp_path: Path) -> None:
     pytest.importorskip("openvino")
     os.environ.setdefault("CI", "true")  # no OpenVINO telemetry
     from opera.run.targets import get_target

@@ -36,6 +36,8 @@ from opera.values import DType, TensorSpec
 REPO = Path(__file__).resolve().parents[1]
 
 
+
+
 def mutate(insts: list[OperatorInstance], kind: str, parameter: str, seed: int = 0) -> OperatorInstance:
     """Apply one (parameter, kind) to the first instance; the others only teach the profile."""
     profiles = learn_profiles(insts)
@@ -127,11 +129,7 @@ def test_dtype_new_picks_a_dtype_never_seen_for_the_parameter() -> None:
     for seed in range(8):
         new = mutate(seen, "tensor:dtype-new", "arg0", seed).args[0]
         assert new.dtype not in ("float32", "float64") and new.shape == (2, 3)
-    assert {mutate(seen, "tensor:dtype-new", "arg0", s).args[0].dtype for s in range(40)} >= {
-        "int8",
-        "int16",
-        "uint16",
-    }
+    assert {mutate(seen, "tensor:dtype-new", "arg0", s).args[0].dtype for s in range(40)} >= {"int8", "int16", "uint16"}
 
 
 @pytest.mark.parametrize(
@@ -146,9 +144,7 @@ def test_dtype_new_picks_a_dtype_never_seen_for_the_parameter() -> None:
         ("small", lambda a: set(np.unique(a)) <= {-2, -1, 0, 1, 2}),
     ],
 )  # fmt: skip
-def test_values_are_redrawn_from_one_class_keeping_shape_and_dtype(
-    cls: str, check: Callable[[np.ndarray], bool]
-) -> None:
+def test_values_are_redrawn_from_one_class_keeping_shape_and_dtype(cls: str, check: Callable[[np.ndarray], bool]) -> None:
     new = mutate([torch_fn("torch.abs", x(8, 8))], f"tensor:values:{cls}", "arg0").args[0]
     assert isinstance(new, np.ndarray) and new.shape == (8, 8) and new.dtype == np.float32 and check(new)
 
@@ -160,11 +156,7 @@ def test_integer_values_stay_in_their_dtype_and_large_tensors_are_not_redrawn() 
     prof = learn_profiles([ints])["torch.abs"]
     assert Choice("arg0", "tensor:values:special") not in mutation_choices(ints, prof)  # no NaN in int8
     big = torch_fn("torch.abs", x(100, 100))
-    assert not [
-        c
-        for c in mutation_choices(big, learn_profiles([big])["torch.abs"])
-        if c.kind.startswith("tensor:values")
-    ]
+    assert not [c for c in mutation_choices(big, learn_profiles([big])["torch.abs"]) if c.kind.startswith("tensor:values")]
 
 
 def test_spatial_dimensions_move_around_the_window() -> None:
@@ -172,9 +164,7 @@ def test_spatial_dimensions_move_around_the_window() -> None:
     shapes = {mutate([pool], "tensor:spatial", "arg0", seed).args[0].shape for seed in range(30)}
     assert shapes <= {(1, 2, s, s) for s in (1, 2, 3, 4)} and len(shapes) >= 3
     plain = torch_fn("torch.abs", x(1, 2, 9, 9))
-    assert Choice("arg0", "tensor:spatial") not in mutation_choices(
-        plain, learn_profiles([plain])["torch.abs"]
-    )
+    assert Choice("arg0", "tensor:spatial") not in mutation_choices(plain, learn_profiles([plain])["torch.abs"])
 
 
 def test_all_variant_changes_every_tensor_of_the_same_shape() -> None:
@@ -259,6 +249,9 @@ def test_learner_lowers_the_share_of_a_rejected_mutation() -> None:
     other_param = Choice("kw:other", "int:large")
     assert learner.acceptance("torch", "torch.sum", other_param) < 0.2
     assert learner.acceptance("torch", "torch.mean", other_param) == 0.5
+
+
+
 
 
 def test_driver_learns_to_avoid_what_the_gate_rejects(tmp_path: Path) -> None:

@@ -30,6 +30,11 @@ from opera.report.op_coverage import CoverageSets, coverage_sets
 REPO = Path(__file__).resolve().parents[1]
 
 
+
+
+
+
+
 def _new_elements(covered: CoverageSets, inst: OperatorInstance) -> int:
     """Elements ``inst`` adds to ``covered`` (counted here from the report's own sets, then added)."""
     one, op = coverage_sets([inst]), inst.api

@@ -37,18 +37,12 @@ with torch.no_grad():
 def _flip() -> OperatorInstance:
     x = np.arange(12, dtype=np.int64).reshape(3, 4)
     return OperatorInstance(
-        library="torch",
-        api="torch.flip",
-        kind=InstanceKind.FUNCTION,
-        args=(x, (0,)),
-        source=Source(suite="opera-tests", test="flip"),
+        library="torch", api="torch.flip", kind=InstanceKind.FUNCTION, args=(x, (0,)), source=Source(suite="opera-tests", test="flip")
     )
 
 
 @pytest.mark.slow
-def test_inductor_heals_a_kernel_library_left_empty_in_its_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_inductor_heals_a_kernel_library_left_empty_in_its_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = get_target("inductor-torch")
     if target.availability() is not None:
         pytest.skip(str(target.availability()))
@@ -56,9 +50,7 @@ def test_inductor_heals_a_kernel_library_left_empty_in_its_cache(
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
 
     def compile_elsewhere() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, check=False
-        )
+        return subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, check=False)
 
     first = compile_elsewhere()
     assert first.returncode == 0, first.stderr[-2000:]

@@ -55,18 +55,8 @@ def test_the_reproducer_moves_the_call_to_the_device_as_the_target_does(tmp_path
 
     inst = _by_id("torch", LOGSPACE_ON_CPU)
     built = get_template("torch").build(inst, 0)
-    result = TestResult(
-        instance_id=inst.id,
-        api=inst.api,
-        target="inductor-torch-cuda",
-        outcome=O.CRASH,
-        stage=Stage.COMPILE,
-        signature="crash:x",
-        message="x",
-    )
-    script = write_reproducer(
-        inst, OnMeta(), result, tmp_path, built=built, reference=[np.zeros(2, np.float32)]
-    )
+    result = TestResult(instance_id=inst.id, api=inst.api, target="inductor-torch-cuda", outcome=O.CRASH, stage=Stage.COMPILE, signature="crash:x", message="x")
+    script = write_reproducer(inst, OnMeta(), result, tmp_path, built=built, reference=[np.zeros(2, np.float32)])
     assert script is not None
     monkeypatch.setattr(torch, "compile", lambda model, **kw: model)
     namespace: dict = {"__name__": "reproducer"}
@@ -110,21 +100,14 @@ def test_a_tensor_method_is_called_from_a_container_not_a_module_attribute() -> 
     import types
 
     built = get_template("torch").build(_by_id("torch", TENSOR_FMAX), 0)
-    descriptors = (
-        types.MethodDescriptorType,
-        types.WrapperDescriptorType,
-        types.BuiltinFunctionType,
-        types.FunctionType,
-    )
+    descriptors = (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType, types.FunctionType)
     assert not [name for name, value in vars(built.model).items() if isinstance(value, descriptors)]
     inputs = [torch.from_numpy(np.asarray(a)) for a in built.inputs]
     compiled = torch.compile(built.model, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(*inputs), built.model(*inputs), equal_nan=True)
 
 
-BATCH_NORM_EVAL = (
-    "55cf43a9d859f8e05b78"  # generated: torch.native_batch_norm(x, w, b, mean, var, False, -1e-30, 1e-05)
-)
+BATCH_NORM_EVAL = "55cf43a9d859f8e05b78"  # generated: torch.native_batch_norm(x, w, b, mean, var, False, -1e-30, 1e-05)
 
 
 def _cuda_kernels_answer(built) -> list[np.ndarray]:
@@ -152,9 +135,7 @@ class _FollowsTheDevice:
                 return [a.copy() for a in outputs]
 
             def device_reference(self, built, inputs):
-                return (
-                    None if on_device is None else ("eager torch on cuda (as the H100 answered)", on_device)
-                )
+                return None if on_device is None else ("eager torch on cuda (as the H100 answered)", on_device)
 
         return Target()
 

@@ -13,23 +13,8 @@ from opera.model import InstanceKind, OperatorInstance, Source
 from opera.templates import get_template
 
 
-def _instance(
-    library: str,
-    api: str,
-    args: tuple,
-    kwargs: dict,
-    kind: InstanceKind = InstanceKind.FUNCTION,
-    inputs: tuple = (),
-) -> OperatorInstance:
-    return OperatorInstance(
-        library=library,
-        api=api,
-        kind=kind,
-        args=args,
-        kwargs=kwargs,
-        inputs=inputs,
-        source=Source(suite="t", test=api),
-    )
+def _instance(library: str, api: str, args: tuple, kwargs: dict, kind: InstanceKind = InstanceKind.FUNCTION, inputs: tuple = ()) -> OperatorInstance:
+    return OperatorInstance(library=library, api=api, kind=kind, args=args, kwargs=kwargs, inputs=inputs, source=Source(suite="t", test=api))
 
 
 def _probe(inst: OperatorInstance) -> dict[str, list[np.ndarray]]:
@@ -40,9 +25,7 @@ def _probe(inst: OperatorInstance) -> dict[str, list[np.ndarray]]:
 
 def test_torch_arguments_that_change_the_outputs_are_probed_one_at_a_time_then_together() -> None:
     x = np.linspace(-2, 2, 9, dtype=np.float32)
-    probes = _probe(
-        _instance("torch", "torch.nn.functional.hardtanh", (x,), {"min_val": -0.5, "max_val": 0.5})
-    )
+    probes = _probe(_instance("torch", "torch.nn.functional.hardtanh", (x,), {"min_val": -0.5, "max_val": 0.5}))
     assert list(probes) == ["min_val=-0.5", "max_val=0.5", "min_val=-0.5, max_val=0.5"]
     np.testing.assert_array_equal(probes["min_val=-0.5"][0], np.clip(x, -1, 0.5))  # its default: -1
     np.testing.assert_array_equal(probes["max_val=0.5"][0], np.clip(x, -0.5, 1))
@@ -63,9 +46,7 @@ def test_a_variant_the_library_rejects_is_skipped() -> None:
     # torch.transpose's dims have no defaults, and torch.sum takes keepdim only beside dim: leaving
     # one out is a TypeError, not a probe
     assert _probe(_instance("torch", "torch.transpose", (x,), {"dim0": 0, "dim1": 1})) == {}
-    assert list(_probe(_instance("torch", "torch.sum", (x,), {"dim": 1, "keepdim": True}))) == [
-        "keepdim=True"
-    ]
+    assert list(_probe(_instance("torch", "torch.sum", (x,), {"dim": 1, "keepdim": True}))) == ["keepdim=True"]
 
 
 def test_keras_layer_and_op_arguments_are_probed_with_the_same_weights() -> None:
@@ -75,12 +56,7 @@ def test_keras_layer_and_op_arguments_are_probed_with_the_same_weights() -> None
     assert list(probes) == ["axis=1"]
     np.testing.assert_allclose(probes["axis=1"][0], x.sum(), atol=1e-6)
     dense = _instance(
-        "keras",
-        "keras.layers.Dense",
-        (3,),
-        {"use_bias": False, "activation": "relu"},
-        InstanceKind.MODULE,
-        inputs=(x,),
+        "keras", "keras.layers.Dense", (3,), {"use_bias": False, "activation": "relu"}, InstanceKind.MODULE, inputs=(x,)
     )
     probes = _probe(dense)
     assert "activation='relu'" in probes  # without it: the same weights, no relu
@@ -96,9 +72,7 @@ def test_keras_second_reference_is_the_same_model_in_float64() -> None:
     float16; the second reference is the exact product (what judged TensorFlow's own oneDNN
     float16 einsum wrong in sample 9, a library defect)."""
     x = (np.arange(24, dtype=np.float32).reshape(2, 12) - 11) / 7
-    dense = _instance(
-        "keras", "keras.layers.Dense", (5,), {"dtype": "mixed_float16"}, InstanceKind.MODULE, inputs=(x,)
-    )
+    dense = _instance("keras", "keras.layers.Dense", (5,), {"dtype": "mixed_float16"}, InstanceKind.MODULE, inputs=(x,))
     template = get_template("keras")
     built = template.build(dense)
     reference = template.reference(built)[0]

@@ -90,22 +90,10 @@ status = "new"
     )
     a, b, c = load_ledger(path).entries
     assert (a.index, a.id, a.status, a.url, a.fixed_in, a.verdict, a.title, a.versions) == (
-        1,
-        "rc-00aa11bb22",
-        "fixed",
-        URL,
-        "0.28.0",
-        "REAL",
-        "a title",
-        ("tvm 0.27.0",),
+        1, "rc-00aa11bb22", "fixed", URL, "0.28.0", "REAL", "a title", ("tvm 0.27.0",)
     )
     assert a.label == f"known (fixed in 0.28.0: {URL})"
-    assert (b.features, b.error, b.reason, b.verdict) == (
-        ("attribute:antialias",),
-        "Resize",
-        "the spec leaves it open",
-        "UNDEFINED",
-    )
+    assert (b.features, b.error, b.reason, b.verdict) == (("attribute:antialias",), "Resize", "the spec leaves it open", "UNDEFINED")
     assert b.label == "known (not a bug: the spec leaves it open)"
     assert c.label == "known (triaged, not reported yet)" and c.name == "bug #3"
     assert load_ledger(_ledger(tmp_path, "", "empty.toml")).entries == []
@@ -118,14 +106,8 @@ BAD = {
     "top-level key": ('title = "x"\n', "unknown top-level key(s) title"),
     "bug as one table": (f"[bug]\n{_GOOD}", "write each entry as [[bug]]"),
     "unknown key": (f'[[bug]]\n{_GOOD}statsu = "x"\n', "bug #1: unknown key(s) statsu"),
-    "missing target": (
-        f'[[bug]]\nsignature = "{SIG}"\nstatus = "new"\n',
-        "bug #1: missing required key 'target'",
-    ),
-    "missing status": (
-        f'[[bug]]\ntarget = "tvm-onnx"\nsignature = "{SIG}"\n',
-        "bug #1: missing required key 'status'",
-    ),
+    "missing target": (f'[[bug]]\nsignature = "{SIG}"\nstatus = "new"\n', "bug #1: missing required key 'target'"),
+    "missing status": (f'[[bug]]\ntarget = "tvm-onnx"\nsignature = "{SIG}"\n', "bug #1: missing required key 'status'"),
     "unknown status": (
         '[[bug]]\nid = "rc-0a"\ntarget = "tvm-onnx"\nstatus = "open"\n',
         "bug #1 (rc-0a): unknown status 'open' (use one of new, reported, fixed, not-a-bug)",
@@ -156,10 +138,7 @@ BAD = {
         f'[[bug]]\ntarget = "tvm-onnx"\nsignature = "{SIG}"\nstatus = "fixed"\nurl = "{URL}"\nfixed_in = 0.28\n',
         "'fixed_in' must be a non-empty string, not 0.28",
     ),
-    "fixed_in on a reported bug": (
-        f'[[bug]]\n{_GOOD}fixed_in = "1.0"\n',
-        "'fixed_in' goes with status 'fixed'",
-    ),
+    "fixed_in on a reported bug": (f'[[bug]]\n{_GOOD}fixed_in = "1.0"\n', "'fixed_in' goes with status 'fixed'"),
     "not-a-bug without reason": (
         f'[[bug]]\ntarget = "tvm-onnx"\nsignature = "{SIG}"\nstatus = "not-a-bug"\n',
         "status 'not-a-bug' needs 'reason'",
@@ -171,10 +150,7 @@ BAD = {
         '[[bug]]\nid = "rc-0a"\ntarget = "t"\nstatus = "new"\n[[bug]]\nid = "rc-0a"\ntarget = "t"\nstatus = "new"\n',
         "bug #2 (rc-0a): the same id as bug #1 (rc-0a)",
     ),
-    "duplicate keys": (
-        f"[[bug]]\n{_GOOD}[[bug]]\n{_GOOD}",
-        "bug #2: the same target, signature, features and error as bug #1",
-    ),
+    "duplicate keys": (f"[[bug]]\n{_GOOD}[[bug]]\n{_GOOD}", "bug #2: the same target, signature, features and error as bug #1"),
 }
 
 
@@ -182,13 +158,7 @@ BAD = {
 def test_bad_ledger_is_one_line_naming_the_file_and_the_entry(tmp_path: Path, case: str) -> None:
     text, expected = BAD[case]
     # the bad entry comes second when there is a good one before it: the index must say which
-    good_first = case not in (
-        "not TOML",
-        "top-level key",
-        "bug as one table",
-        "duplicate id",
-        "duplicate keys",
-    )
+    good_first = case not in ("not TOML", "top-level key", "bug as one table", "duplicate id", "duplicate keys")
     if good_first:
         text = '[[bug]]\nid = "rc-ffff"\ntarget = "x"\nstatus = "new"\n' + text
         expected = expected.replace("bug #1", "bug #2")
@@ -200,9 +170,7 @@ def test_bad_ledger_is_one_line_naming_the_file_and_the_entry(tmp_path: Path, ca
 
 
 def test_a_bad_or_missing_ledger_is_exit_2_through_every_command(tmp_path: Path, capsys) -> None:
-    bad = _ledger(
-        tmp_path, '[[bug]]\ntarget = "test-wrong"\nid = "rc-01"\nstatus = "fixed"\nurl = "https://x.org/1"\n'
-    )
+    bad = _ledger(tmp_path, '[[bug]]\ntarget = "test-wrong"\nid = "rc-01"\nstatus = "fixed"\nurl = "https://x.org/1"\n')
     store = tmp_path / "opera.db"
     corpus = write(tmp_path / "c.jsonl", relus(1))
     assert main(["run", str(corpus), "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]) == 0
@@ -212,23 +180,18 @@ def test_a_bad_or_missing_ledger_is_exit_2_through_every_command(tmp_path: Path,
         ["bugs", "--store", str(store)],
         ["nightly", str(corpus), "-t", "test-wrong", "--store", str(tmp_path / "n.db"), "-q"],
     ):
-        for ledger, expected in (
-            (bad, "bug #1 (rc-01): status 'fixed' needs 'fixed_in'"),
-            (tmp_path / "none.toml", "ledger not found"),
-        ):
+        for ledger, expected in ((bad, "bug #1 (rc-01): status 'fixed' needs 'fixed_in'"), (tmp_path / "none.toml", "ledger not found")):
             assert main([*argv, "--ledger", str(ledger)]) == 2, argv
             err = capsys.readouterr().err.strip().splitlines()
             assert len(err) == 1 and expected in err[0], (argv, err)
     assert not (tmp_path / "n.db").exists()  # the nightly refused before storing anything
 
 
-def test_the_default_ledger_is_the_current_directorys_and_none_is_no_ledger(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_the_default_ledger_is_the_current_directorys_and_none_is_no_ledger(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert resolve_ledger(None) is None
     (tmp_path / "bugs").mkdir()
-    (tmp_path / DEFAULT_LEDGER).write_text(f"[[bug]]\n{_GOOD}")
+    (tmp_path / DEFAULT_LEDGER).write_text(f'[[bug]]\n{_GOOD}')
     found = resolve_ledger(None)
     assert found is not None and len(found) == 1 and found.path == Path(DEFAULT_LEDGER)
     with pytest.raises(OperaError, match="ledger not found"):
@@ -317,16 +280,13 @@ def test_an_entry_that_found_its_own_root_cause_does_not_claim_a_new_one_by_sign
     TVM's composite reductions over no axes returned as 'known' under an empty-axis entry)."""
     old = _cause(features=("empty:in0",))
     fresh = _cause(features=("attribute:noop_with_empty_axes=1",))
-    path = _ledger(
-        tmp_path,
-        f"""
+    path = _ledger(tmp_path, f"""
 [[bug]]
 id = "{old.id}"
 target = "tvm-onnx"
 signature = "{SIG}"
 status = "new"
-""",
-    )
+""")
     ledger = load_ledger(path)
     found = ledger.classify([old, fresh])
     assert [c.id for c, _ in found.known] == [old.id] and found.new == [fresh]
@@ -339,9 +299,7 @@ def test_an_entry_by_error_alone_knows_one_defect_under_every_signature(tmp_path
     "Binary operators must have the same datatype"; four ov-torch operators dying at one native
     place) is one ledger entry, not one per signature; an entry with a signature stays preferred."""
     binary = "TypeError: Binary operators must have the same datatype for both operands."
-    divide = _cause(
-        signature="crash:tvm-onnx:a.py:_divide:TypeError", error=binary + " However, R.divide(...)"
-    )
+    divide = _cause(signature="crash:tvm-onnx:a.py:_divide:TypeError", error=binary + " However, R.divide(...)")
     modulo = _cause(signature="crash:tvm-onnx:b.py:_mod:TypeError", error=binary + " However, R.mod(...)")
     native = _cause(signature="native-crash:tvm-onnx:onnx::Gather:SIGFPE", error="SIGFPE at libx.so+0xe103f6")
     unrelated = _cause(signature="crash:tvm-onnx:b.py:_mod:TypeError", error="TypeError: something else")
@@ -380,18 +338,10 @@ def test_a_signature_ending_in_a_star_names_every_overload_of_a_converter(tmp_pa
     (Tensor_Tensor, Scalar_Tensor, Tensor_Scalar): an inconsistency has no error line, so one
     entry names the converter's signature as a prefix."""
     overloads = [
-        _cause(
-            signature=f"inconsistent:tvm-onnx:converter=aten.linspace.{o}",
-            features=("every instance",),
-            error="",
-        )
+        _cause(signature=f"inconsistent:tvm-onnx:converter=aten.linspace.{o}", features=("every instance",), error="")
         for o in ("Tensor_Tensor", "Scalar_Tensor")
     ]
-    other = _cause(
-        signature="inconsistent:tvm-onnx:converter=aten.logspace.Tensor_Tensor",
-        features=("every instance",),
-        error="",
-    )
+    other = _cause(signature="inconsistent:tvm-onnx:converter=aten.logspace.Tensor_Tensor", features=("every instance",), error="")
     path = _ledger(
         tmp_path,
         """
@@ -416,18 +366,7 @@ def test_opera_triage_and_bugs_mark_known_and_new_root_causes(tmp_path: Path, ca
     monkeypatch.chdir(tmp_path)  # no bugs/ledger.toml here: the first triage runs without a ledger
     corpus = write(tmp_path / "c.jsonl", [fault("raise", k) for k in range(3)] + relus(2, start=5))
     store = tmp_path / "opera.db"
-    run = [
-        "run",
-        str(corpus),
-        "-t",
-        "test-faults",
-        "-t",
-        "test-wrong",
-        "--store",
-        str(store),
-        "-q",
-        "--no-verify",
-    ]
+    run = ["run", str(corpus), "-t", "test-faults", "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]
     assert main(run) == 0
     capsys.readouterr()
     assert main(["triage", "--store", str(store), "-o", str(tmp_path / "t0"), "-q", "--no-reproducers"]) == 0
@@ -442,7 +381,7 @@ def test_opera_triage_and_bugs_mark_known_and_new_root_causes(tmp_path: Path, ca
         tmp_path,
         f"""
 [[bug]]
-id = "{crash["id"]}"
+id = "{crash['id']}"
 target = "test-faults"
 status = "reported"
 url = "{URL}"
@@ -459,22 +398,7 @@ status = "new"
 """,
     )
     out = tmp_path / "t1"
-    assert (
-        main(
-            [
-                "triage",
-                "--store",
-                str(store),
-                "-o",
-                str(out),
-                "-q",
-                "--no-reproducers",
-                "--ledger",
-                str(ledger),
-            ]
-        )
-        == 0
-    )
+    assert main(["triage", "--store", str(store), "-o", str(out), "-q", "--no-reproducers", "--ledger", str(ledger)]) == 0
     printed = capsys.readouterr().out
     marked = {c["target"]: c["ledger"] for c in json.loads((out / "root-causes.json").read_text())}
     assert marked == {
@@ -482,15 +406,10 @@ status = "new"
         "test-wrong": {"known": False},
     }
     assert re.search(rf"{crash['id']}\s+3\s+known \(reported: {re.escape(URL)}\)", printed), printed
-    assert re.search(rf"{wrong['id']}\s+5\s+new\s+test-wrong", printed), (
-        printed
-    )  # every instance is wrong there
+    assert re.search(rf"{wrong['id']}\s+5\s+new\s+test-wrong", printed), printed  # every instance is wrong there
     assert f"ledger {ledger}: 1 root cause(s) known, 1 new" in printed
     assert f"ledger {ledger}: bug #2, test-faults; signature crash:test-faults:" in printed
-    assert (
-        "matched no root cause" in printed
-        and "1 entry(ies) of other targets not checked (tvm-onnx)" in printed
-    )
+    assert "matched no root cause" in printed and "1 entry(ies) of other targets not checked (tvm-onnx)" in printed
 
     # opera bugs --ledger: a signature is known when an entry names it, or knows every root cause
     # under it (the crash's entry names only its root cause's id); the root-cause view matches fully
@@ -501,9 +420,7 @@ status = "new"
     )
     assert main(["bugs", "--store", str(store), "--ledger", str(ledger)]) == 0
     listing = capsys.readouterr().out
-    rows = {
-        line.split()[-1]: line.split()[2] for line in listing.splitlines() if re.match(r"^\s+\d+\s", line)
-    }
+    rows = {line.split()[-1]: line.split()[2] for line in listing.splitlines() if re.match(r"^\s+\d+\s", line)}
     assert rows == {crash["signatures"][0]: "known", wrong["signatures"][0]: "known"}, listing
     assert f"ledger: bug #4, reported: {URL}/2" in listing
     assert f"ledger, by root cause: {crash['id']} bug #1 ({crash['id']})" in listing
@@ -517,9 +434,7 @@ status = "new"
     ledger.write_text(knowing.replace(f'id = "{crash["id"]}"', 'id = "rc-0000000000"'))
     assert main(["bugs", "--store", str(store), "--ledger", str(ledger)]) == 0
     listing = capsys.readouterr().out
-    rows = {
-        line.split()[-1]: line.split()[2] for line in listing.splitlines() if re.match(r"^\s+\d+\s", line)
-    }
+    rows = {line.split()[-1]: line.split()[2] for line in listing.splitlines() if re.match(r"^\s+\d+\s", line)}
     assert rows[crash["signatures"][0]] == "new", listing
     assert main(["bugs", "--store", str(store), "--ledger", str(ledger), "--json"]) == 0
     as_json = {b["signature"]: b["ledger"] for b in json.loads(capsys.readouterr().out)}
@@ -529,9 +444,7 @@ status = "new"
     assert main(["bugs", "--store", str(store), "--ledger", str(ledger), "--root-causes"]) == 0
     listing = capsys.readouterr().out
     assert f"{crash['id']}" in listing and f"known (reported: {URL})" in listing
-    assert f"known (reported: {URL}/2)" in listing and not any(
-        line.endswith("  new") for line in listing.splitlines()
-    )
+    assert f"known (reported: {URL}/2)" in listing and not any(line.endswith("  new") for line in listing.splitlines())
     # without a ledger, opera bugs has no such column
     assert main(["bugs", "--store", str(store)]) == 0
     listing = capsys.readouterr().out.replace(str(tmp_path), "TMP")
@@ -562,9 +475,7 @@ def _instance(test: str, api: str, k: int) -> OperatorInstance:
     )
 
 
-def _night(
-    tmp_path: Path, monkeypatch, capsys, night: int, store: Path, *extra: str
-) -> tuple[int, str, Path]:
+def _night(tmp_path: Path, monkeypatch, capsys, night: int, store: Path, *extra: str) -> tuple[int, str, Path]:
     behaviour = {test: plan[night] for test, plan in PLAN.items()}
     drift = tmp_path / f"drift{night}.json"
     drift.write_text(json.dumps({"version": str(night), "behaviour": behaviour}))
@@ -589,9 +500,7 @@ def _nightly_ledger(tmp_path: Path, *more: str) -> Path:
     return _ledger(tmp_path, "\n".join(entries), f"ledger{len(more)}.toml")
 
 
-def test_nightly_reports_known_failures_apart_and_flags_fixed_upstream(
-    tmp_path: Path, monkeypatch, capsys
-) -> None:
+def test_nightly_reports_known_failures_apart_and_flags_fixed_upstream(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)  # no default ledger: the runs without --ledger have none
     ledger = _nightly_ledger(tmp_path)
     night1 = tmp_path / "n1"
@@ -619,16 +528,8 @@ def test_nightly_reports_known_failures_apart_and_flags_fixed_upstream(
     assert "1 new failure(s): 1 in tests that ran without failing last time" in text
     assert "1 known failure(s) in the ledger, not counted" in text
     fixed = [line for line in text.splitlines() if "fixed upstream?" in line]
-    assert (
-        len(fixed) == 1
-        and "bug #2" in fixed[0]
-        and f"{URL}/neg" in fixed[0]
-        and "test-drift 1 -> 2" in fixed[0]
-    )
-    assert (
-        "bug #3, test-drift; signature crash:test-drift:nowhere.py:f:KeyError: matched no failure tonight"
-        in text
-    )
+    assert len(fixed) == 1 and "bug #2" in fixed[0] and f"{URL}/neg" in fixed[0] and "test-drift 1 -> 2" in fixed[0]
+    assert "bug #3, test-drift; signature crash:test-drift:nowhere.py:f:KeyError: matched no failure tonight" in text
     assert text.rstrip().endswith(str(out / "report.html"))
     page = (out / "report.html").read_text()
     section = page[page.index('id="known-failures"') :]
@@ -644,9 +545,7 @@ def test_nightly_reports_known_failures_apart_and_flags_fixed_upstream(
 
     # the ledger knows Exp too: nothing new, exit 0
     exp = f'[[bug]]\ntarget = "test-drift"\nsignature = "{EXP_SIG}"\nstatus = "new"\n'
-    code, text, _ = _night(
-        tmp_path, monkeypatch, capsys, 2, stores["full"], "--ledger", str(_nightly_ledger(tmp_path, exp))
-    )
+    code, text, _ = _night(tmp_path, monkeypatch, capsys, 2, stores["full"], "--ledger", str(_nightly_ledger(tmp_path, exp)))
     assert code == 0, text
     assert "no new failures (2 known failure(s) in the ledger, not counted)" in text
 
@@ -665,31 +564,17 @@ def test_fixed_upstream_needs_an_upgrade_of_the_target_and_every_rerun_test_pass
     from opera.outcomes import Outcome, Stage, TestResult
 
     sig = "inconsistent:t:onnx::Neg"
-    ledger = load_ledger(
-        _ledger(tmp_path, f'[[bug]]\ntarget = "t"\nsignature = "{sig}"\nstatus = "reported"\nurl = "{URL}"\n')
-    )
+    ledger = load_ledger(_ledger(tmp_path, f'[[bug]]\ntarget = "t"\nsignature = "{sig}"\nstatus = "reported"\nurl = "{URL}"\n'))
 
     def result(iid: str, outcome: Outcome) -> TestResult:
-        return TestResult(
-            iid,
-            "onnx::Neg",
-            "t",
-            outcome,
-            Stage.RUN,
-            signature=sig if outcome is Outcome.INCONSISTENT else None,
-        )
+        return TestResult(iid, "onnx::Neg", "t", outcome, Stage.RUN, signature=sig if outcome is Outcome.INCONSISTENT else None)
 
     before = [result("x", Outcome.INCONSISTENT), result("y", Outcome.INCONSISTENT)]
 
     def flagged(tonight: list[TestResult], versions: dict[str, str]) -> list[str]:
         cmp = compare_results(
-            "t",
-            2,
-            tonight,
-            previous_run_id=1,
-            previous=before,
-            versions={"c": "1", "opera": "0.1"} | versions,
-            previous_versions={"c": "1", "opera": "0.1"},
+            "t", 2, tonight, previous_run_id=1, previous=before,
+            versions={"c": "1", "opera": "0.1"} | versions, previous_versions={"c": "1", "opera": "0.1"},
         )
         known = match_night(ledger, cmp, tonight, before, {})
         return [f"{f.entry.name} {f.passing} {'; '.join(f.version_changes)}" for f in known.fixed_upstream]
@@ -700,24 +585,14 @@ def test_fixed_upstream_needs_an_upgrade_of_the_target_and_every_rerun_test_pass
     assert flagged(passing, {}) == []  # no upgrade: not "fixed upstream"
     assert flagged(passing, {"opera": "0.2"}) == []  # a new Opera is not an upgrade of the target
     assert flagged([result("x", Outcome.PASS), result("y", Outcome.UNSUPPORTED)], {"c": "2"}) == []
-    assert (
-        flagged([result("x", Outcome.PASS), result("y", Outcome.INCONSISTENT)], {"c": "2"}) == []
-    )  # still known
+    assert flagged([result("x", Outcome.PASS), result("y", Outcome.INCONSISTENT)], {"c": "2"}) == []  # still known
     assert flagged([result("z", Outcome.PASS)], {"c": "2"}) == []  # none of its tests ran tonight
     # a new failure of a known root cause is marked in place; an unknown one is not
-    tonight = [
-        result("x", Outcome.INCONSISTENT),
-        TestResult("w", "onnx::Abs", "t", Outcome.CRASH, Stage.CONVERT, signature="crash:t:a.py:f:E"),
-    ]
+    tonight = [result("x", Outcome.INCONSISTENT), TestResult("w", "onnx::Abs", "t", Outcome.CRASH, Stage.CONVERT, signature="crash:t:a.py:f:E")]
     cmp = compare_results("t", 2, tonight, previous_run_id=1, previous=[result("x", Outcome.PASS)])
     match_night(ledger, cmp, tonight, [], {})
-    assert [(c.instance_id, c.known is not None) for c in cmp.of(ChangeKind.NEW_FAILURE)] == [
-        ("w", False),
-        ("x", True),
-    ]
-    assert [c.instance_id for c in cmp.new_failures] == ["w"] and [
-        c.instance_id for c in cmp.known_failures
-    ] == ["x"]
+    assert [(c.instance_id, c.known is not None) for c in cmp.of(ChangeKind.NEW_FAILURE)] == [("w", False), ("x", True)]
+    assert [c.instance_id for c in cmp.new_failures] == ["w"] and [c.instance_id for c in cmp.known_failures] == ["x"]
 
 
 def test_an_entrys_error_copied_from_the_raw_message_matches_the_normalized_line(tmp_path) -> None:

@@ -404,9 +404,7 @@ def test_the_model_a_consumer_received_is_recorded_with_the_values_it_ran_on(tmp
     error, and nothing is invented for a model never run (a seed per input; a parameter operand
     without a value is not migratable)."""
     (tmp_path / "test_consumers.py").write_text(CONSUMER_SUITE)
-    instances = list(
-        run_pytest_harvest(OnnxRecorder(), [str(tmp_path / "test_consumers.py")], cwd=str(tmp_path))
-    )
+    instances = list(run_pytest_harvest(OnnxRecorder(), [str(tmp_path / "test_consumers.py")], cwd=str(tmp_path)))
     by_test: dict[str, list[OperatorInstance]] = {}
     for inst in instances:
         by_test.setdefault(inst.source.test.rsplit("::", 1)[1], []).append(inst)
@@ -427,10 +425,7 @@ def test_the_model_a_consumer_received_is_recorded_with_the_values_it_ran_on(tmp
     assert rejected.valid is False and rejected.invalid_reason.startswith("expected error:")
 
     reshape, add2 = by_test["test_never_run"]
-    assert (
-        reshape.opaque_reason is not None
-        and "parameter operand 1 (shape) of Reshape" in reshape.opaque_reason
-    )
+    assert reshape.opaque_reason is not None and "parameter operand 1 (shape) of Reshape" in reshape.opaque_reason
     a, b = add2.inputs
     assert (a.shape, b.shape) == ((2, 3), (2, 3)) and a.seed != b.seed  # not the same values twice
     assert add2.opaque_reason is None and add2.valid is not False
@@ -438,8 +433,5 @@ def test_the_model_a_consumer_received_is_recorded_with_the_values_it_ran_on(tmp
     # a float parameter operand (a quantization scale by its own type variable, Clip's bounds as
     # operator parameters) drawn from [-1, 1] would be a negative scale the test never had
     quantize, clip = by_test["test_never_run_float_parameters"]
-    assert (
-        quantize.opaque_reason is not None
-        and "parameter operand 1 (scale) of QuantizeLinear" in quantize.opaque_reason
-    )
+    assert quantize.opaque_reason is not None and "parameter operand 1 (scale) of QuantizeLinear" in quantize.opaque_reason
     assert clip.opaque_reason is not None and "parameter operand 1 (low) of Clip" in clip.opaque_reason

@@ -94,9 +94,7 @@ def test_integer_data_operands_stay_runtime_inputs_parameters_are_frozen() -> No
     template = get_template("onnx")
     shift = template.build(_corpus_instance("test_bitshift_left_int32_shift_ge_width"))
     assert prepare_built(shift).runtime_indices == [0, 1]
-    frozen = template.build(
-        _corpus_instance("test_bitshift_left_int32_shift_ge_width"), data_inputs="constants"
-    )
+    frozen = template.build(_corpus_instance("test_bitshift_left_int32_shift_ge_width"), data_inputs="constants")
     assert prepare_built(frozen).runtime_indices == []
     equal = template.build(_corpus_instance("test_equal"))
     assert prepare_built(equal).runtime_indices == [0, 1]

@@ -29,25 +29,16 @@ def _model(op: str, elem: int, opset: int, n_inputs: int = 1, **attrs: object) -
 def test_types_added_by_a_newer_schema_are_not_counted() -> None:
     """A type-generic lowering implements new types (TVM's Cast is astype): only attributes and
     inputs count."""
-    assert (
-        newer_features(_model("BitShift", TensorProto.INT32, 28, 2, direction="LEFT"), implemented=11) is None
-    )
+    assert newer_features(_model("BitShift", TensorProto.INT32, 28, 2, direction="LEFT"), implemented=11) is None
     assert newer_features(_model("Celu", TensorProto.FLOAT16, 28), implemented=12) is None
 
 
 def test_an_attribute_the_older_schema_lacks_is_named() -> None:
     model = _model("SpaceToDepth", TensorProto.FLOAT, 28, blocksize=1, mode="CRD")
     said = newer_features(model, implemented=13)
-    assert (
-        said is not None
-        and "attribute mode='CRD'" in said
-        and "in SpaceToDepth-28, not in SpaceToDepth-13" in said
-    )
+    assert said is not None and "attribute mode='CRD'" in said and "in SpaceToDepth-28, not in SpaceToDepth-13" in said
     # spelled out at its default ('DCR'), the attribute asks nothing the older converter does not do
-    assert (
-        newer_features(_model("SpaceToDepth", TensorProto.FLOAT, 28, blocksize=1, mode="DCR"), implemented=13)
-        is None
-    )
+    assert newer_features(_model("SpaceToDepth", TensorProto.FLOAT, 28, blocksize=1, mode="DCR"), implemented=13) is None
     # the converter is as new as the model's schema: nothing is newer
     assert newer_features(model, implemented=28) is None
 
@@ -57,17 +48,10 @@ def test_a_type_the_selected_schema_version_added_is_named_when_the_converter_is
     version the model's opset selects; a converter of an older version cannot implement them. A
     type an earlier version already had is not named (the float8 Casts, judged REAL, stay bugs),
     nor one whose converter is as new as the schema."""
-    named = newest_version_types(
-        _model("BitShift", TensorProto.INT32, 28, 2, direction="LEFT"), implemented=11
-    )
+    named = newest_version_types(_model("BitShift", TensorProto.INT32, 28, 2, direction="LEFT"), implemented=11)
     assert named is not None and "tensor(int32) of X" in named and "came with BitShift-28" in named
-    assert "came with Celu-28" in (
-        newest_version_types(_model("Celu", TensorProto.FLOAT16, 28), implemented=12) or ""
-    )
-    assert (
-        newest_version_types(_model("BitShift", TensorProto.UINT8, 28, 2, direction="LEFT"), implemented=11)
-        is None
-    )
+    assert "came with Celu-28" in (newest_version_types(_model("Celu", TensorProto.FLOAT16, 28), implemented=12) or "")
+    assert newest_version_types(_model("BitShift", TensorProto.UINT8, 28, 2, direction="LEFT"), implemented=11) is None
     assert newest_version_types(_model("Celu", TensorProto.FLOAT16, 28), implemented=28) is None
     # float8 came with Cast-19: at opset 25 the version before (Cast-24) has it already
     cast = _model("Cast", TensorProto.FLOAT16, 25, to=TensorProto.FLOAT8E4M3FN)
@@ -83,6 +67,7 @@ def test_what_a_schema_version_newly_defines_beyond_its_types_is_named() -> None
     assert widened_domain(_model("Mod", TensorProto.INT32, 28, 2), implemented=10) is None
     assert widened_domain(_model("Mod", TensorProto.FLOAT, 28, 2, fmod=1), implemented=10) is None
     assert widened_domain(_model("Mod", TensorProto.FLOAT, 28, 2), implemented=28) is None
+
 
 
 def test_inputs_a_newer_schema_types_apart_are_named_when_fed_different_types() -> None:
@@ -115,9 +100,7 @@ def test_openvino_onnx_library_probe() -> None:
     known = newest_known_opset()
     assert known is not None and 18 <= known <= onnx.defs.onnx_opset_version()
     # only non-default attributes the library never names are unread
-    attention = helper.make_node(
-        "Attention", ["q", "k", "v"], ["y"], is_causal=1, left_window_size=2, softcap=0.5
-    )
+    attention = helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1, left_window_size=2, softcap=0.5)
     assert unnamed_attributes(attention, 25, library_names) == ["left_window_size=2"]
     at_default = helper.make_node("Attention", ["q", "k", "v"], ["y"], left_window_size=-1)
     assert unnamed_attributes(at_default, 25, library_names) == []
@@ -126,10 +109,7 @@ def test_openvino_onnx_library_probe() -> None:
 def _pool(opset: int) -> onnx.ModelProto:
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)
     graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
@@ -150,9 +130,7 @@ def test_older_version_output_shapes() -> None:
 
     found = template.older_version_shapes(built(22, _pool(22)))
     assert found == ("MaxPool-12", [(1, 1, 2, 2)])
-    assert (
-        template.older_version_shapes(built(21, _pool(21))) is None
-    )  # MaxPool-12 selected: nothing older differs
+    assert template.older_version_shapes(built(21, _pool(21))) is None  # MaxPool-12 selected: nothing older differs
     no_ceil = _pool(22)
     no_ceil.graph.node[0].attribute.pop()  # without ceil_mode the versions agree
     assert template.older_version_shapes(built(22, no_ceil)) is None
@@ -160,10 +138,6 @@ def test_older_version_output_shapes() -> None:
     import numpy as np
 
     reference = [np.zeros((1, 1, 1, 1), np.float32)]
-    assert "MaxPool-12 defines" in (
-        _older_version(found, reference, [np.zeros((1, 1, 2, 2), np.float32)]) or ""
-    )
-    assert (
-        _older_version(found, reference, [np.ones((1, 1, 1, 1), np.float32)]) is None
-    )  # new shape, wrong value: a bug
+    assert "MaxPool-12 defines" in (_older_version(found, reference, [np.zeros((1, 1, 2, 2), np.float32)]) or "")
+    assert _older_version(found, reference, [np.ones((1, 1, 1, 1), np.float32)]) is None  # new shape, wrong value: a bug
     assert _older_version(found, reference, [np.zeros((2, 2), np.float32)]) is None  # some other shape: a bug

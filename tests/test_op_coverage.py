@@ -27,13 +27,7 @@ def _node(op: str, *inputs: np.ndarray, outputs: int = 1, **attrs: object) -> Op
 def test_each_criterion_counts_what_the_paper_defines() -> None:
     a, b = np.zeros(2, np.float32), np.zeros(3, np.float32)
     block = coverage_sets(
-        [
-            _node("Relu", a),
-            _node("Relu", b),
-            _node("Split", a, outputs=2),
-            _node("Split", a, a, outputs=3),
-            _node("Abs", a),
-        ]
+        [_node("Relu", a), _node("Relu", b), _node("Split", a, outputs=2), _node("Split", a, a, outputs=3), _node("Abs", a)]
     )
     measured = coverage_sets([_node("Relu", a), _node("Split", a, outputs=2)])
     cov = operator_level_coverage(measured, block)
@@ -42,18 +36,14 @@ def test_each_criterion_counts_what_the_paper_defines() -> None:
     assert cov.odc == pytest.approx((1 + 0.5 + 0) / 3)  # Split: 2 outputs of {2, 3}
     assert cov.spc == pytest.approx((1 + 1 + 0) / 3 / N_MAXSPC)  # one vector each of Relu and Split
     assert cov.olc == pytest.approx((cov.otc + cov.idc + cov.odc + cov.spc) / 4)
-    assert (
-        operator_level_coverage(block, block).otc == 1.0 and operator_level_coverage(block, block).idc == 1.0
-    )
+    assert operator_level_coverage(block, block).otc == 1.0 and operator_level_coverage(block, block).idc == 1.0
 
 
 def test_rejected_instances_cover_nothing_and_attributes_make_new_vectors() -> None:
     a = np.zeros(2, np.float32)
     bad = dataclasses.replace(_node("Relu", a), valid=False)
     assert coverage_sets([bad]).operators == set()
-    sets = coverage_sets(
-        [_node("LeakyRelu", a, alpha=0.1), _node("LeakyRelu", a, alpha=0.2), _node("LeakyRelu", a, alpha=0.2)]
-    )
+    sets = coverage_sets([_node("LeakyRelu", a, alpha=0.1), _node("LeakyRelu", a, alpha=0.2), _node("LeakyRelu", a, alpha=0.2)])
     assert len(sets.vectors["onnx::LeakyRelu"]) == 2
 
 

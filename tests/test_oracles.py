@@ -109,33 +109,15 @@ def test_bad_config_is_a_user_error(tmp_path) -> None:
         load_oracle_config(tmp_path / "missing.toml")
     # [[undefined]] rules: a known condition and the specification's words are required
     for body, message in (
-        (
-            "[[undefined]]\napis = ['^x$']\nwhen = 'sometimes'\nreason = 'r'\n",
-            "when = 'sometimes'; known: always",
-        ),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'sometimes'\nreason = 'r'\n", "when = 'sometimes'; known: always"),
         ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\n", "a reason"),
         ("[[undefined]]\napis = ['(']\nwhen = 'always'\nreason = 'r'\n", "bad pattern"),
         ("[undefined]\napis = ['^x$']\n", "as \\[\\[undefined\\]\\] tables"),
-        (
-            "[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\ndomain = 'yes'\n",
-            "domain = true or false",
-        ),
-        (
-            "[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nopsets = [10]\n",
-            "opsets = \\[first, last\\]",
-        ),
-        (
-            "[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nunless = 'sum'\n",
-            "unless = \\{argument",
-        ),
-        (
-            "[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nonly_if = {ord = 2}\n",
-            "only_if = \\{argument",
-        ),
-        (
-            "[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\npositions = {k = 'one'}\n",
-            "positions = \\{argument = index\\}",
-        ),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\ndomain = 'yes'\n", "domain = true or false"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nopsets = [10]\n", "opsets = \\[first, last\\]"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nunless = 'sum'\n", "unless = \\{argument"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\nonly_if = {ord = 2}\n", "only_if = \\{argument"),
+        ("[[undefined]]\napis = ['^x$']\nwhen = 'always'\nreason = 'r'\npositions = {k = 'one'}\n", "positions = \\{argument = index\\}"),
     ):
         path.write_text(body)
         with pytest.raises(OperaError, match=message):

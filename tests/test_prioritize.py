@@ -273,9 +273,7 @@ def test_chunked_group_sums_match_naive_greedy(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(_greedy, "_CHUNK_GROUPS", 5)
     corpus = _random_corpus(4)
     equipped = _random_corpus(104, 20)
-    assert prioritize(corpus, "opera", PrioritizeContext(equipped=equipped)).ids == _naive_opera(
-        corpus, equipped
-    )
+    assert prioritize(corpus, "opera", PrioritizeContext(equipped=equipped)).ids == _naive_opera(corpus, equipped)
 
 
 def test_determinism_and_seeds() -> None:
@@ -352,11 +350,7 @@ def test_coverage_strategies_are_charged_their_coverage_pass(tmp_path: Path) -> 
     """No coverage order exists before the coverage pass ran: its time counts as the strategy's."""
     t = [onnx("Op", k=k) for k in range(3)]
     path = tmp_path / "cov.json"
-    path.write_text(
-        json.dumps(
-            {"format": "opera-coverage", "version": 1, "tests": {t[0].id: ["a.py:1"]}, "seconds": 548.5}
-        )
-    )
+    path.write_text(json.dumps({"format": "opera-coverage", "version": 1, "tests": {t[0].id: ["a.py:1"]}, "seconds": 548.5}))
     for name in ("total-cov", "add-cov"):
         ordering = prioritize(t, name, PrioritizeContext(coverage=path))
         assert 548.5 <= ordering.seconds < 560 and ordering.notes["charged_seconds"] == 548.5

@@ -179,11 +179,7 @@ def test_slice_reproduces_the_artifact_codes_order() -> None:
     ordering = prioritize(corpus, "opera-artifact", PrioritizeContext(equipped=equipped))
     by_line = {k + 1: inst.id for k, inst in enumerate(corpus)}
     loaded = list(dict.fromkeys(by_line[t] for t in expected))
-    skipped = [
-        i.id
-        for i in corpus
-        if i.api.split("::")[1] in {"Adagrad", "Adam", "ArrayFeatureExtractor", "Binarizer"}
-    ]
+    skipped = [i.id for i in corpus if i.api.split("::")[1] in {"Adagrad", "Adam", "ArrayFeatureExtractor", "Binarizer"}]
     assert ordering.ids == loaded + skipped
     assert len(skipped) == 6
     assert ordering.notes["not_loaded"] == 6

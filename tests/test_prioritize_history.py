@@ -31,10 +31,7 @@ def _sigmoid(k: int) -> OperatorInstance:
 def history_store(tmp_path_factory):
     """Night 1 on test-faults: every Relu of the corpus crashes (injected faults), every Add passes."""
     tmp = tmp_path_factory.mktemp("history")
-    corpus = write(
-        tmp / "night1.jsonl",
-        [fault("raise", k) for k in range(4)] + [add((2, 3), (2, 3), k) for k in range(4)],
-    )
+    corpus = write(tmp / "night1.jsonl", [fault("raise", k) for k in range(4)] + [add((2, 3), (2, 3), k) for k in range(4)])
     store = tmp / "s.db"
     assert main(["run", str(corpus), "-t", "test-faults", "--store", str(store), "-q", "--no-verify"]) == 0
     return store
@@ -54,17 +51,11 @@ def test_the_order_follows_what_earlier_runs_found(history_store, tmp_path) -> N
     # night 2: new instances of the same operators and one the store never saw
     tonight = write(
         tmp_path / "night2.jsonl",
-        [add((3, 2), (3, 2), 10 + k) for k in range(3)]
-        + [fault("raise", 10 + k) for k in range(3)]
-        + [_sigmoid(1)],
+        [add((3, 2), (3, 2), 10 + k) for k in range(3)] + [fault("raise", 10 + k) for k in range(3)] + [_sigmoid(1)],
     )
-    ordering, header = prioritize_files(
-        [tonight], target="test-faults", strategy="opera", history=history_store
-    )
+    ordering, header = prioritize_files([tonight], target="test-faults", strategy="opera", history=history_store)
     apis = {i.id: i.api for i in CorpusReader([tonight])}
-    first_of = {
-        api: min(k for k, iid in enumerate(ordering.ids) if apis[iid] == api) for api in set(apis.values())
-    }
+    first_of = {api: min(k for k, iid in enumerate(ordering.ids) if apis[iid] == api) for api in set(apis.values())}
     # Relu failed 4 of 4 (5/6), Sigmoid never ran (1/2), Add passed 4 of 4 (1/6)
     assert first_of["onnx::Relu"] < first_of["onnx::Sigmoid"] < first_of["onnx::Add"]
     assert header["history"] == str(history_store) and ordering.notes["operators_in_history"] == 2
@@ -79,18 +70,7 @@ def test_bad_history_is_one_clear_line(history_store, tmp_path, capsys) -> None:
     with pytest.raises(OperaError, match="has no test on target test-wrong: nothing to learn from"):
         OperatorHistory.from_store(history_store, "test-wrong")
     corpus = write(tmp_path / "c.jsonl", [add((2, 2), (2, 2), 1)])
-    code = main(
-        [
-            "prioritize",
-            str(corpus),
-            "--target",
-            "test-wrong",
-            "--history",
-            str(history_store),
-            "-o",
-            str(tmp_path / "o"),
-        ]
-    )
+    code = main(["prioritize", str(corpus), "--target", "test-wrong", "--history", str(history_store), "-o", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "nothing to learn from" in err
 
@@ -98,21 +78,7 @@ def test_bad_history_is_one_clear_line(history_store, tmp_path, capsys) -> None:
 def test_the_cli_writes_the_history_into_the_order_header(history_store, tmp_path) -> None:
     corpus = write(tmp_path / "c.jsonl", [add((2, 2), (2, 2), 1), fault("raise", 20)])
     order = tmp_path / "o.order"
-    assert (
-        main(
-            [
-                "prioritize",
-                str(corpus),
-                "--target",
-                "test-faults",
-                "--history",
-                str(history_store),
-                "-o",
-                str(order),
-            ]
-        )
-        == 0
-    )
+    assert main(["prioritize", str(corpus), "--target", "test-faults", "--history", str(history_store), "-o", str(order)]) == 0
     ids, header = read_order(order)
     assert header["history"] == str(history_store) and len(ids) == 2
 
@@ -140,9 +106,7 @@ def test_within_an_operator_the_partitions_that_failed_come_first(tmp_path) -> N
 
 def test_histories_of_several_stores_merge(history_store, tmp_path) -> None:
     """Two nights kept in two stores count as one history: night 2 (another store) saw Add fail."""
-    corpus = write(
-        tmp_path / "other.jsonl", [fault("raise", 30 + k) for k in range(2)] + [add((2, 2), (2, 2), 40)]
-    )
+    corpus = write(tmp_path / "other.jsonl", [fault("raise", 30 + k) for k in range(2)] + [add((2, 2), (2, 2), 40)])
     other = tmp_path / "other.db"
     assert main(["run", str(corpus), "-t", "test-faults", "--store", str(other), "-q", "--no-verify"]) == 0
     merged = OperatorHistory.from_stores([history_store, other], "test-faults")
@@ -155,16 +119,7 @@ def test_histories_of_several_stores_merge(history_store, tmp_path) -> None:
     assert alone.tests["onnx::Relu"] == 4
     # the CLI takes --history twice and names both stores in the order header
     order = tmp_path / "o.order"
-    args = [
-        "prioritize",
-        str(corpus),
-        "--target",
-        "test-faults",
-        "--history",
-        str(history_store),
-        "--history",
-        str(other),
-    ]
+    args = ["prioritize", str(corpus), "--target", "test-faults", "--history", str(history_store), "--history", str(other)]
     assert main([*args, "-o", str(order)]) == 0
     assert read_order(order)[1]["history"] == f"{history_store}, {other}"
     with pytest.raises(OperaError, match="cannot merge the history of test-other"):
@@ -177,11 +132,7 @@ def test_weights_from_interned_partitions_equal_the_histories_own(tmp_path) -> N
     from opera.prioritize._greedy import compile_corpus, history_weights
 
     history = OperatorHistory("t")
-    instances = [_sigmoid(k) for k in range(3)] + [
-        add((2, 3), (2, 3), 1),
-        add((1,), (4,), 2),
-        fault("raise", 3),
-    ]
+    instances = [_sigmoid(k) for k in range(3)] + [add((2, 3), (2, 3), 1), add((1,), (4,), 2), fault("raise", 3)]
     from opera.prioritize.partitions import instance_singles, operator_key
 
     for inst in instances[:2] + instances[3:4]:  # earlier runs: two Sigmoids failed, the Add passed

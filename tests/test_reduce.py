@@ -90,11 +90,7 @@ def test_shapes_that_must_agree_shrink_together() -> None:
     inst = _onnx("Add", (_random(6, 4), _random(6, 4, seed=1)))
 
     def still_fails(c: OperatorInstance) -> bool:
-        return (
-            len(c.inputs) == 2
-            and np.shape(c.inputs[0]) == np.shape(c.inputs[1])
-            and np.ndim(c.inputs[0]) == 2
-        )
+        return len(c.inputs) == 2 and np.shape(c.inputs[0]) == np.shape(c.inputs[1]) and np.ndim(c.inputs[0]) == 2
 
     reduction = reduce_instance(inst, still_fails)
     assert [np.shape(x) for x in reduction.reduced.inputs] == [(1, 1), (1, 1)]
@@ -159,9 +155,7 @@ def test_a_list_of_tensors_loses_items_and_a_trailing_argument_goes() -> None:
 
 
 def test_a_tensor_spec_gets_a_simple_value_range_and_keeps_its_unknown_dimension() -> None:
-    spec = TensorSpec(
-        "float32", (None, 6, 4), seed=3409619534, low=0.0036077499389648438, high=2.987626791000366
-    )
+    spec = TensorSpec("float32", (None, 6, 4), seed=3409619534, low=0.0036077499389648438, high=2.987626791000366)
     inst = OperatorInstance(
         library="keras",
         api="keras.layers.GlobalAveragePooling2D",
@@ -245,10 +239,7 @@ def test_a_predicate_that_breaks_keeps_the_best_so_far() -> None:
 
 
 def still_a_reduction(reduction: Reduction) -> bool:
-    return (
-        reduction.size_after < reduction.size_before
-        and reduction.reduced.extra[REDUCED_FROM] == reduction.original.id
-    )
+    return reduction.size_after < reduction.size_before and reduction.reduced.extra[REDUCED_FROM] == reduction.original.id
 
 
 # ---- the real predicate: candidates isolated on the local executor's worker -----------------
@@ -327,13 +318,8 @@ def test_a_candidate_judged_against_another_reference_is_not_the_same_failure() 
 
     def result(reference: str) -> TestResult:
         return TestResult(
-            "i",
-            "onnx::ReduceSum",
-            "test-wrong",
-            Outcome.INCONSISTENT,
-            Stage.COMPARE,
-            signature="inconsistent:test-wrong:onnx::ReduceSum",
-            extra={"reference": reference},
+            "i", "onnx::ReduceSum", "test-wrong", Outcome.INCONSISTENT, Stage.COMPARE,
+            signature="inconsistent:test-wrong:onnx::ReduceSum", extra={"reference": reference},
         )
 
     with still_fails_on("test-wrong", "inconsistent:test-wrong:onnx::ReduceSum") as predicate:
@@ -355,21 +341,11 @@ def test_a_candidate_must_differ_the_way_the_original_did_not_only_share_its_sig
     sig = "inconsistent:test-wrong:converter=NOT_EQUAL"
 
     def failing(message: str) -> TestResult:
-        return TestResult(
-            "i",
-            "keras.ops.nan_to_num",
-            "test-wrong",
-            Outcome.INCONSISTENT,
-            Stage.COMPARE,
-            signature=sig,
-            message=message,
-        )
+        return TestResult("i", "keras.ops.nan_to_num", "test-wrong", Outcome.INCONSISTENT, Stage.COMPARE, signature=sig, message=message)
 
     nan = "output 0: NaN positions differ: reference 0 NaN, actual 1 NaN"
     inf = "output 0: -Inf positions differ: reference 0, actual 1"
-    assert mismatch_kinds(nan) == {"NaN positions"} and mismatch_kinds(
-        "output 1: shape (2,) vs (3,); output 2: dtype int64 vs int32"
-    ) == {"shape", "dtype"}
+    assert mismatch_kinds(nan) == {"NaN positions"} and mismatch_kinds("output 1: shape (2,) vs (3,); output 2: dtype int64 vs int32") == {"shape", "dtype"}
     predicate = still_fails_on("test-wrong", sig)
     with predicate:
         assert predicate.matches(failing(nan))  # the original

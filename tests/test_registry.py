@@ -36,17 +36,9 @@ def _write(root: Path, rel: str, code: str) -> None:
 
 def test_import_all_kind_finds_every_module_but_private_ones(plugin_root: Path) -> None:
     _write(plugin_root, "kinds/__init__.py", "")
-    _write(
-        plugin_root,
-        "kinds/many/__init__.py",
-        "from opera.registry import Registry\nREG = Registry('widget', __name__, group='opera.test-widgets')\n",
-    )
+    _write(plugin_root, "kinds/many/__init__.py", "from opera.registry import Registry\nREG = Registry('widget', __name__, group='opera.test-widgets')\n")
     _write(plugin_root, "kinds/many/two.py", "from kinds.many import REG\nREG.add('a', 1)\nREG.add('b', 2)\n")
-    _write(
-        plugin_root,
-        "kinds/many/_helper.py",
-        "raise RuntimeError('a private helper is never imported as a plugin')\n",
-    )
+    _write(plugin_root, "kinds/many/_helper.py", "raise RuntimeError('a private helper is never imported as a plugin')\n")
     reg = importlib.import_module("kinds.many").REG
     assert reg.names() == ["a", "b"]  # one module, two entries
     assert reg.get("b") == 2
@@ -60,15 +52,9 @@ def test_suffix_kind_reads_names_from_files_and_imports_only_what_is_asked(plugi
     _write(plugin_root, "kinds/__init__.py", "")
     _write(plugin_root, "kinds/lazy/__init__.py", "")
     _write(plugin_root, "kinds/lazy/fast_thing.py", "import kinds.lazy.reg as r\nr.REG.add('fast', 'FAST')\n")
-    _write(
-        plugin_root, "kinds/lazy/heavy_thing.py", "raise ImportError('heavy: imported only when asked for')\n"
-    )
+    _write(plugin_root, "kinds/lazy/heavy_thing.py", "raise ImportError('heavy: imported only when asked for')\n")
     _write(plugin_root, "kinds/lazy/silent_thing.py", "x = 1  # registers nothing\n")
-    _write(
-        plugin_root,
-        "kinds/lazy/reg.py",
-        "from opera.registry import Registry\nREG = Registry('thing', 'kinds.lazy', group='opera.test-things', module_suffix='_thing')\n",
-    )
+    _write(plugin_root, "kinds/lazy/reg.py", "from opera.registry import Registry\nREG = Registry('thing', 'kinds.lazy', group='opera.test-things', module_suffix='_thing')\n")
     reg = importlib.import_module("kinds.lazy.reg").REG
     assert reg.names() == ["fast", "heavy", "silent"]  # from file names: nothing imported yet
     assert "kinds.lazy.heavy_thing" not in sys.modules
@@ -100,9 +86,7 @@ def test_third_party_entry_points_register_modules_and_objects(plugin_root: Path
         "[opera.test-objects]\nremote = thirdparty.objects:THING\n\n[opera.strategies]\nreverse = thirdparty.mod\n",
     )
     importlib.invalidate_caches()
-    reg: Registry[str] = Registry(
-        "object", "opera.run.targets", group="opera.test-objects", module_suffix="_none"
-    )
+    reg: Registry[str] = Registry("object", "opera.run.targets", group="opera.test-objects", module_suffix="_none")
     assert "remote" in reg.names()
     assert reg.get("remote") == "from an entry point"
     # the real strategy registry: a third-party strategy shows up by its own name
@@ -127,12 +111,7 @@ def test_every_kind_uses_the_registry() -> None:
     for registry in (RECORDERS, STRATEGIES, EXECUTORS, TARGETS, TEMPLATES):
         assert isinstance(registry, Registry)
     # a library is known because it has a template, and harvestable because it has a recorder
-    assert (
-        known_libraries()
-        == tuple(TEMPLATES.names())
-        == tuple(RECORDERS.names())
-        == ("keras", "onnx", "torch")
-    )
+    assert known_libraries() == tuple(TEMPLATES.names()) == tuple(RECORDERS.names()) == ("keras", "onnx", "torch")
     assert EXECUTORS.names() == ["local", "ray"]
     assert {"opera", "random", "total-cov"} <= set(STRATEGIES.names())
     assert "tvm-onnx" in TARGETS.names()

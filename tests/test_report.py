@@ -137,17 +137,7 @@ def test_dataframe_columns_and_skipped_coverage_strategies(store: Path) -> None:
         "rauc_25", "rauc_50", "rauc_75", "rauc_100",
         "prioritization_s", "time_to_all_bugs_s", "total_time_s", "note",
     ]  # fmt: skip
-    expected = [
-        "opera",
-        "op-only",
-        "param-only",
-        "random",
-        "fast",
-        "total-cov",
-        "add-cov",
-        "opera-artifact",
-        "run",
-    ]
+    expected = ["opera", "op-only", "param-only", "random", "fast", "total-cov", "add-cov", "opera-artifact", "run"]
     for target in ("test-faults", "test-wrong"):
         assert list(df[df["target"] == target]["strategy"]) == expected
         for strategy in ("total-cov", "add-cov"):

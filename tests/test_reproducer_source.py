@@ -26,7 +26,7 @@ OLD = textwrap.dedent(
     '''
 )
 NEW = textwrap.dedent(
-    """\
+    '''\
     import math
 
 
@@ -36,7 +36,7 @@ NEW = textwrap.dedent(
 
     def compare(a, b):
         return helper(abs(a - b)) if a != b else 0.0
-    """
+    '''
 )
 
 
@@ -83,9 +83,7 @@ def test_a_reproducer_that_would_not_parse_is_not_written(tmp_path, monkeypatch)
 
     corpus = Path(__file__).resolve().parents[1] / "harvested" / "onnx.jsonl.gz"
     inst = next(i for i in CorpusReader([corpus]) if i.source.test == "test_shape_start_negative_1")
-    result = TestResult(
-        instance_id=inst.id, api=inst.api, target="tvm-onnx", outcome=Outcome.INCONSISTENT, stage=Stage.RUN
-    )
+    result = TestResult(instance_id=inst.id, api=inst.api, target="tvm-onnx", outcome=Outcome.INCONSISTENT, stage=Stage.RUN)
     fragment = "    return _as_comparable(a)\n\n\ndef chebyshev_distance(a, b):\n    return 0.0\n"
     monkeypatch.setattr(write, "_oracle_source", lambda: fragment)
     with pytest.raises(ValueError, match="does not parse"):

@@ -375,24 +375,7 @@ def test_a_slow_test_is_not_confirmed_as_a_hang(tmp_path, capsys) -> None:
     crashed; the 60 s limit made it a "hang"). The `lag` fault sleeps 6 s past a 4 s limit."""
     corpus = write(tmp_path / "c.jsonl", [fault("lag", 0)])
     store = str(tmp_path / "opera.db")
-    assert (
-        main(
-            [
-                "run",
-                str(corpus),
-                "-t",
-                "test-faults",
-                "--store",
-                store,
-                "--workers",
-                "1",
-                "--timeout",
-                "4",
-                "-q",
-            ]
-        )
-        == 0
-    )
+    assert main(["run", str(corpus), "-t", "test-faults", "--store", store, "--workers", "1", "--timeout", "4", "-q"]) == 0
     capsys.readouterr()
     with ResultStore(store) as db:
         (bug,) = db.bugs()

@@ -45,12 +45,8 @@ def _cast(k: int, dtype: str) -> OperatorInstance:
     )
 
 
-def _result(
-    inst: OperatorInstance, outcome: Outcome, signature: str | None = None, message: str = ""
-) -> TestResult:
-    return TestResult(
-        inst.id, inst.api, "tvm-onnx", outcome, Stage.CONVERT, signature=signature, message=message
-    )
+def _result(inst: OperatorInstance, outcome: Outcome, signature: str | None = None, message: str = "") -> TestResult:
+    return TestResult(inst.id, inst.api, "tvm-onnx", outcome, Stage.CONVERT, signature=signature, message=message)
 
 
 def _crash(exc_line: str, frame: str = "convert") -> str:
@@ -108,9 +104,7 @@ def test_error_lines_split_one_frame_and_merge_across_frames() -> None:
         _result(b, Outcome.CRASH, frame_sig, _crash("KeyError: 'axis'")),
         # one specific message reached through two frames (and with other dtypes): one defect
         _result(c, Outcome.CRASH, "crash:tvm-onnx:f.py:_binary:TypeError", _crash(specific)),
-        _result(
-            d, Outcome.CRASH, "crash:tvm-onnx:g.py:_pow:TypeError", _crash(specific.replace("int64", "uint8"))
-        ),
+        _result(d, Outcome.CRASH, "crash:tvm-onnx:g.py:_pow:TypeError", _crash(specific.replace("int64", "uint8"))),
     ]
     causes = find_root_causes(results, {i.id: i for i in (a, b, c, d)})
     assert len(causes) == 3
@@ -131,23 +125,12 @@ def test_native_crashes_at_one_faulting_place_are_one_root_cause_across_operator
 
     def died(inst: OperatorInstance, api: str, where: str) -> TestResult:
         message = f"worker died (SIGFPE) during convert{where}"
-        return TestResult(
-            inst.id,
-            api,
-            "ov-torch",
-            Outcome.NATIVE_CRASH,
-            Stage.CONVERT,
-            signature=f"native-crash:ov-torch:{api}:SIGFPE",
-            message=message,
-        )
+        return TestResult(inst.id, api, "ov-torch", Outcome.NATIVE_CRASH, Stage.CONVERT,
+                          signature=f"native-crash:ov-torch:{api}:SIGFPE", message=message)
 
     results = [
         died(a, "torch.matmul", f" at {place}"),
-        died(
-            b,
-            "torch.heaviside",
-            f" at {place}, alone in a fresh worker (a first worker: worker died (SIGFPE) during convert at {place} after 3 other test(s))",
-        ),
+        died(b, "torch.heaviside", f" at {place}, alone in a fresh worker (a first worker: worker died (SIGFPE) during convert at {place} after 3 other test(s))"),
         died(c, "torch.take", " at libopenvino_intel_cpu_plugin.so+0xb0636b < libtbb.so.12+0x2f4d3"),
         died(d, "torch.eye", ""),  # no handler report: keyed by its signature, as before
     ]
@@ -156,11 +139,7 @@ def test_native_crashes_at_one_faulting_place_are_one_root_cause_across_operator
     merged = next(cause for cause in causes if len(cause.apis) == 2)
     assert merged.apis == ["torch.heaviside", "torch.matmul"]
     assert merged.error == "SIGFPE at libopenvino.so.2641+0xe103f6"
-    assert {cause.error for cause in causes} == {
-        merged.error,
-        "SIGFPE at libopenvino_intel_cpu_plugin.so+0xb0636b",
-        "",
-    }
+    assert {cause.error for cause in causes} == {merged.error, "SIGFPE at libopenvino_intel_cpu_plugin.so+0xb0636b", ""}
 
 
 def test_the_counters_in_generated_names_do_not_split_a_defect() -> None:
@@ -172,25 +151,11 @@ def test_the_counters_in_generated_names_do_not_split_a_defect() -> None:
 
     def lost(inst: OperatorInstance, name: str) -> TestResult:
         line = f"opera.run.targets._ov_io.InterfaceError: declared outputs ['{name}'], result names [['input_0']]"
-        return TestResult(
-            inst.id,
-            "keras.ops.ones_like",
-            "ov-keras",
-            Outcome.CRASH,
-            Stage.RUN,
-            signature=sig,
-            message=_crash(line),
-        )
+        return TestResult(inst.id, "keras.ops.ones_like", "ov-keras", Outcome.CRASH, Stage.RUN, signature=sig, message=_crash(line))
 
-    causes = find_root_causes(
-        [lost(a, "keras_tensor_80"), lost(b, "keras_tensor_151"), lost(c, "mask")],
-        {i.id: i for i in (a, b, c)},
-    )
+    causes = find_root_causes([lost(a, "keras_tensor_80"), lost(b, "keras_tensor_151"), lost(c, "mask")], {i.id: i for i in (a, b, c)})
     assert sorted(len(cause.instances) for cause in causes) == [1, 2]
-    assert (
-        "declared outputs ['keras_tensor_N'], result names [['input_N']]"
-        in max(causes, key=lambda c: len(c.instances)).error
-    )
+    assert "declared outputs ['keras_tensor_N'], result names [['input_N']]" in max(causes, key=lambda c: len(c.instances)).error
     assert error_line(_crash("RuntimeError: ReduceSum node with name 'functional_166_1/Sum_2' gets 3")) == (
         "RuntimeError: ReduceSum node with name 'functional_N_N/Sum_N' gets N"
     )
@@ -205,35 +170,14 @@ def test_error_line_reads_the_specific_line_of_a_native_message() -> None:
         "Check 'x.get_element_type().is_integral()' failed at src/frontends/onnx/frontend/src/op/mod.cpp:27:\n"
         "the input must be integral, got f32"
     )
-    assert (
-        raw_error_line(message)
-        == "openvino._pyopenvino.OpConversionFailure: the input must be integral, got f32"
-    )
-    assert (
-        error_line(message) == "openvino._pyopenvino.OpConversionFailure: the input must be integral, got DT"
-    )
+    assert raw_error_line(message) == "openvino._pyopenvino.OpConversionFailure: the input must be integral, got f32"
+    assert error_line(message) == "openvino._pyopenvino.OpConversionFailure: the input must be integral, got DT"
 
 
 def test_opera_triage_writes_a_report_per_root_cause(tmp_path: Path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", [fault("raise", k) for k in range(3)] + relus(2, start=5))
     store = tmp_path / "opera.db"
-    assert (
-        main(
-            [
-                "run",
-                str(corpus),
-                "-t",
-                "test-faults",
-                "-t",
-                "test-wrong",
-                "--store",
-                str(store),
-                "-q",
-                "--no-verify",
-            ]
-        )
-        == 0
-    )
+    assert main(["run", str(corpus), "-t", "test-faults", "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]) == 0
     capsys.readouterr()
     out = tmp_path / "triage"
     assert main(["triage", "--store", str(store), "-o", str(out), "-q"]) == 0
@@ -276,10 +220,7 @@ def test_opera_triage_reduce_reports_the_reduced_instance(tmp_path: Path, capsys
     store = tmp_path / "opera.db"
     assert main(["run", str(corpus), "-t", "test-wrong", "--store", str(store), "-q", "--no-verify"]) == 0
     out = tmp_path / "triage"
-    assert (
-        main(["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--reduce-budget", "60"])
-        == 0
-    )
+    assert main(["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--reduce-budget", "60"]) == 0
     capsys.readouterr()
     (entry,) = json.loads((out / "root-causes.json").read_text())
     reduction = entry["reduction"]
@@ -287,9 +228,7 @@ def test_opera_triage_reduce_reports_the_reduced_instance(tmp_path: Path, capsys
     assert reduction["size_after"] < reduction["size_before"] and reduction["steps"]
     report = (out / f"{entry['id']}.md").read_text()
     assert f"- reduced: {reduction['original']} -> {reduction['reduced']}" in report
-    assert (
-        f"instance:  {reduction['reduced']} (onnx::Relu)" in report
-    )  # the inline script is the reduced one's
+    assert f"instance:  {reduction['reduced']} (onnx::Relu)" in report  # the inline script is the reduced one's
 
 
 def test_a_reduced_instance_must_keep_what_separates_its_root_cause() -> None:
@@ -309,9 +248,7 @@ def test_a_reduced_instance_must_keep_what_separates_its_root_cause() -> None:
     assert not keeps_features(dropped, required)
     # "every instance" requires nothing
     relu = relus(1)
-    (always,) = find_root_causes(
-        [_result(relu[0], Outcome.INCONSISTENT, "inconsistent:tvm-onnx:Relu")], {relu[0].id: relu[0]}
-    )
+    (always,) = find_root_causes([_result(relu[0], Outcome.INCONSISTENT, "inconsistent:tvm-onnx:Relu")], {relu[0].id: relu[0]})
     assert required_features(always, relu[0]) == set()
 
 
@@ -339,18 +276,7 @@ def test_opera_triage_reduces_only_the_root_causes_the_ledger_does_not_know(tmp_
     )
     for extra, reduced in (([], False), (["--reduce-known"], True)):
         out = tmp_path / f"reduce{len(extra)}"
-        args = [
-            "triage",
-            "--store",
-            str(store),
-            "-o",
-            str(out),
-            "-q",
-            "--reduce",
-            "--ledger",
-            str(ledger),
-            *extra,
-        ]
+        args = ["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--ledger", str(ledger), *extra]
         assert main(args) == 0
         err = capsys.readouterr().err
         (entry,) = json.loads((out / "root-causes.json").read_text())
@@ -375,15 +301,8 @@ def test_a_stored_failure_that_today_is_undefined_is_reclassified_not_flaky(tmp_
     store = tmp_path / "opera.db"
     signature = "crash:tvm-onnx:tvm/relax/frontend/onnx/onnx_frontend.py:_impl_v1:ZeroDivisionError"
     with ResultStore(store) as s:  # as an Opera without the domain rule stored it
-        run = s.create_run(
-            {}, tool_version="old", versions={}, corpus=[str(corpus)], planned=[(pool.id, "tvm-onnx")]
-        )
-        s.add_result(
-            run,
-            _result(
-                pool, Outcome.CRASH, signature, _crash("ZeroDivisionError: division by zero", "_impl_v1")
-            ),
-        )
+        run = s.create_run({}, tool_version="old", versions={}, corpus=[str(corpus)], planned=[(pool.id, "tvm-onnx")])
+        s.add_result(run, _result(pool, Outcome.CRASH, signature, _crash("ZeroDivisionError: division by zero", "_impl_v1")))
         s.set_run_status(run, "complete")
     out = tmp_path / "t"
     assert main(["triage", "--store", str(store), "-o", str(out), "-q", "--reduce", "--no-reproducers"]) == 0

@@ -68,9 +68,7 @@ def test_oracle_names_parse_and_unknown_ones_are_refused() -> None:
 
 def test_run_refuses_an_unknown_oracle(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(1))
-    code = main(
-        ["run", str(corpus), "-t", "test-wrong", "--store", str(tmp_path / "s.db"), "--oracle", "speed", "-q"]
-    )
+    code = main(["run", str(corpus), "-t", "test-wrong", "--store", str(tmp_path / "s.db"), "--oracle", "speed", "-q"])
     assert code == 2 and "--oracle: unknown oracle 'speed'" in capsys.readouterr().err
 
 
@@ -80,18 +78,7 @@ def test_run_refuses_an_unknown_oracle(tmp_path, capsys) -> None:
 def test_rule_outcomes_are_stored_and_failing_rules_are_bugs_of_their_own(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(3) + [add((3, 4), (3, 4))])
     store = tmp_path / "s.db"
-    args = [
-        "run",
-        str(corpus),
-        "-t",
-        "test-variants",
-        "-t",
-        "test-wrong",
-        "--store",
-        str(store),
-        "--workers",
-        "1",
-    ]
+    args = ["run", str(corpus), "-t", "test-variants", "-t", "test-wrong", "--store", str(store), "--workers", "1"]
     assert main([*args, "--oracle", "reference,optlevel,reload,batch", "-q", "--no-verify"]) == 0
     out = capsys.readouterr().out
     assert "oracles beside the reference (per test):" in out and "test-variants optlevel" in out
@@ -105,10 +92,7 @@ def test_rule_outcomes_are_stored_and_failing_rules_are_bugs_of_their_own(tmp_pa
         # onnxruntime is per element on the Relus (2 rows) and on Add (both operands sliced)
         assert counts["test-variants"]["batch"] == {"pass": 4}
         records = [r for r in s.rule_results(1) if r.target == "test-variants" and r.rule == "optlevel"]
-        assert (
-            all(r.distance == pytest.approx(1.0) for r in records)
-            and "the default pipeline" in records[0].message
-        )
+        assert all(r.distance == pytest.approx(1.0) for r in records) and "the default pipeline" in records[0].message
         signatures = {b.signature: b for b in s.bugs(1)}
         optlevel = [sig for sig in signatures if sig.startswith("inconsistent:test-variants:rule=optlevel:")]
         reload = [sig for sig in signatures if sig.startswith("crash:test-variants:rule=reload:")]
@@ -163,11 +147,7 @@ def test_paths_takes_a_keras_model_through_tf2onnx_to_the_compilers_onnx_fronten
     keras_relu = warm_up_instance("keras")
     assert keras_relu is not None
     outcome, rules = _rules_of(keras_relu, "tvm-keras", ("paths",))
-    assert outcome is Outcome.PASS and rules["paths"] == {
-        **rules["paths"],
-        "outcome": "pass",
-        "message": "tvm-keras and tvm-onnx agree",
-    }
+    assert outcome is Outcome.PASS and rules["paths"] == {**rules["paths"], "outcome": "pass", "message": "tvm-keras and tvm-onnx agree"}
 
 
 def test_paths_keeps_integer_model_inputs_as_inputs() -> None:
@@ -175,11 +155,7 @@ def test_paths_keeps_integer_model_inputs_as_inputs() -> None:
     OpenVINO folded an empty one into a scalar: a disagreement of the harness's making)."""
     empty = np.zeros((1, 0, 3), np.int64)
     inst = OperatorInstance(
-        library="torch",
-        api="torch.acos",
-        kind=InstanceKind.FUNCTION,
-        args=(empty,),
-        source=Source(suite="opera-tests", test="acos"),
+        library="torch", api="torch.acos", kind=InstanceKind.FUNCTION, args=(empty,), source=Source(suite="opera-tests", test="acos")
     )
     _, rules = _rules_of(inst, "ov-torch", ("paths",))
     assert rules["paths"]["outcome"] == "pass", rules["paths"]
@@ -188,37 +164,17 @@ def test_paths_keeps_integer_model_inputs_as_inputs() -> None:
 def test_rules_that_do_not_apply_say_why() -> None:
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     _, rules = _rules_of(_torch_relu(x), "inductor-torch", ("paths", "reload"))
-    assert rules["paths"] == {
-        **rules["paths"],
-        "outcome": "not-applicable",
-        "message": "inductor has no ONNX frontend target",
-    }
-    assert (
-        rules["reload"]["outcome"] == "not-applicable" and "no serialized form" in rules["reload"]["message"]
-    )
+    assert rules["paths"] == {**rules["paths"], "outcome": "not-applicable", "message": "inductor has no ONNX frontend target"}
+    assert rules["reload"]["outcome"] == "not-applicable" and "no serialized form" in rules["reload"]["message"]
     _, onnx_rules = _rules_of(_onnx("Relu", x), "tvm-onnx", ("paths",))
-    assert (
-        onnx_rules["paths"]["outcome"] == "not-applicable"
-        and "only torch and Keras" in onnx_rules["paths"]["message"]
-    )
+    assert onnx_rules["paths"]["outcome"] == "not-applicable" and "only torch and Keras" in onnx_rules["paths"]["message"]
 
 
 def test_nightly_and_bugs_show_what_each_oracle_found(tmp_path, capsys) -> None:
     corpus = write(tmp_path / "c.jsonl", relus(2))
     store = tmp_path / "s.db"
     code = main(
-        [
-            "nightly",
-            str(corpus),
-            "-t",
-            "test-variants",
-            "--store",
-            str(store),
-            "--budget",
-            "5m",
-            "--oracle",
-            "optlevel,reload",
-        ]
+        ["nightly", str(corpus), "-t", "test-variants", "--store", str(store), "--budget", "5m", "--oracle", "optlevel,reload"]
     )
     text = capsys.readouterr().out
     assert code == 0, text  # the tests pass; rule findings are listed, not counted as new failures
@@ -256,10 +212,7 @@ def test_compilers_outvote_a_wrong_one_where_the_library_is_no_judge() -> None:
         )  # fmt: skip
 
     vote = run_rules(["compilers"], context(Outcome.UNSTABLE_REFERENCE))["compilers"]
-    assert (
-        vote["outcome"] == "inconsistent"
-        and vote["signature"] == "inconsistent:test-wrong:rule=compilers:onnx::Relu"
-    )
+    assert vote["outcome"] == "inconsistent" and vote["signature"] == "inconsistent:test-wrong:rule=compilers:onnx::Relu"
     assert "outlier against the majority {reference, onnx.reference, ov-onnx, tvm-onnx}" in vote["message"]
     tvm = get_target("tvm-onnx")
     good = run_rules(["compilers"], context(Outcome.UNSTABLE_REFERENCE, tvm, reference))["compilers"]
@@ -272,21 +225,12 @@ def test_compilers_outvote_a_wrong_one_where_the_library_is_no_judge() -> None:
 def test_transforms_rewrite_the_torch_model_and_the_compilers_see_through_them(target: str) -> None:
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     inst = OperatorInstance(
-        library="torch",
-        api="torch.add",
-        kind=InstanceKind.FUNCTION,
-        args=(x, x + 1),
-        source=Source(suite="t", test="add"),
+        library="torch", api="torch.add", kind=InstanceKind.FUNCTION, args=(x, x + 1), source=Source(suite="t", test="add")
     )
     outcome, rules = _rules_of(inst, target, ("transforms",))
     assert outcome is Outcome.PASS
     # helper, branch, view-trip, negate-twice, and torch.add called as Tensor.add
-    assert rules["transforms"] == {
-        **rules["transforms"],
-        "outcome": "pass",
-        "message": "5 rewrite(s)",
-        "distance": 0.0,
-    }
+    assert rules["transforms"] == {**rules["transforms"], "outcome": "pass", "message": "5 rewrite(s)", "distance": 0.0}
 
 
 def test_transforms_wrap_the_model_without_changing_what_it_computes() -> None:
@@ -300,10 +244,7 @@ def test_transforms_wrap_the_model_without_changing_what_it_computes() -> None:
         assert torch.equal(_wrap(model, kind)(x), model(x)), kind
     assert _resolution_variant("torch.add") == "torch.Tensor.add"
     assert _resolution_variant("torch.Tensor.add") == "torch.add"
-    assert (
-        _resolution_variant("torch.Tensor.add_") is None
-        and _resolution_variant("torch.nn.functional.relu") is None
-    )
+    assert _resolution_variant("torch.Tensor.add_") is None and _resolution_variant("torch.nn.functional.relu") is None
 
 
 # ---- what the rules found that the reference oracle did not (bugs/oracles/) ---------------------
@@ -317,10 +258,7 @@ def test_optlevel_finds_openvino_rounding_integer_division_without_snippets() ->
     outcome, rules = _rules_of(_onnx("Div", a, b), "ov-onnx", ("optlevel",))
     assert outcome is Outcome.PASS  # the default build is right
     found = rules["optlevel"]
-    assert (
-        found["outcome"] == "inconsistent"
-        and found["signature"] == "inconsistent:ov-onnx:rule=optlevel:onnx::Div"
-    )
+    assert found["outcome"] == "inconsistent" and found["signature"] == "inconsistent:ov-onnx:rule=optlevel:onnx::Div"
     assert found["agrees_with_reference"] == "default" and found["distance"] == 1.0
 
 
@@ -344,15 +282,11 @@ def test_paths_does_not_apply_where_the_exporter_changed_an_input_type() -> None
     """tf2onnx writes a bfloat16 Keras input as float16: another model, not a second path."""
     from opera.corpus import CorpusReader
 
-    inst = next(
-        i for i in CorpusReader([REPO / "harvested" / "keras.jsonl.gz"]) if i.id == "d0c029bab87c92da6191"
-    )
+    inst = next(i for i in CorpusReader([REPO / "harvested" / "keras.jsonl.gz"]) if i.id == "d0c029bab87c92da6191")
     assert inst.api == "keras.ops.all"
     _, rules = _rules_of(inst, "ov-keras", ("paths",))
     assert rules["paths"]["outcome"] == "not-applicable"
-    assert (
-        "tf2onnx changed the model's input types: input_0: bfloat16 -> float16" in rules["paths"]["message"]
-    )
+    assert "tf2onnx changed the model's input types: input_0: bfloat16 -> float16" in rules["paths"]["message"]
 
 
 def test_inductor_optlevel_recompiles_without_its_optimizations() -> None:
@@ -430,20 +364,7 @@ def test_a_rule_that_kills_the_worker_is_the_rules_crash_not_the_tests(tmp_path,
     )  # fmt: skip
     corpus = write(tmp_path / "c.jsonl", [inst])
     store = tmp_path / "s.db"
-    args = [
-        "run",
-        str(corpus),
-        "-t",
-        "ov-torch",
-        "--oracle",
-        "reload",
-        "--store",
-        str(store),
-        "--workers",
-        "1",
-        "--no-verify",
-        "-q",
-    ]
+    args = ["run", str(corpus), "-t", "ov-torch", "--oracle", "reload", "--store", str(store), "--workers", "1", "--no-verify", "-q"]
     assert main(args) in (0, 1)
     capsys.readouterr()
     with ResultStore(store) as db:
@@ -466,9 +387,7 @@ def test_compilers_do_not_vote_on_a_model_that_draws_random_numbers() -> None:
     from opera.verdict.oracles import load_oracle_config
     from opera.verdict.unsupported import load_unsupported
 
-    (inst,) = [
-        i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "12edeb8455b930cb3e38"
-    ]
+    (inst,) = [i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "12edeb8455b930cb3e38"]
     assert inst.api == "torch.nn.functional.multi_head_attention_forward"
     template = get_template("torch")
     built = template.build(inst, 0)
@@ -489,9 +408,7 @@ def test_paths_does_not_apply_to_an_export_onnx_checker_rejects() -> None:
     rules run called OpenVINO wrong there, computing the opset's size)."""
     from opera.corpus import CorpusReader
 
-    (inst,) = [
-        i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "2c0db7d6622e8bf01d29"
-    ]
+    (inst,) = [i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "2c0db7d6622e8bf01d29"]
     assert inst.api == "torch.nn.functional.max_pool3d"
     outcome, rules = _rules_of(inst, "ov-torch", ("paths",))
     assert outcome is Outcome.PASS
@@ -506,9 +423,7 @@ def test_paths_judges_each_node_of_the_export_for_the_onnx_frontends_gaps() -> N
     node, so ``paths`` says ``unsupported`` (the torch rules run filed it as a crash)."""
     from opera.corpus import CorpusReader
 
-    (inst,) = [
-        i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "833192c56a7f737f5511"
-    ]
+    (inst,) = [i for i in CorpusReader([REPO / "harvested" / "torch.jsonl.gz"]) if i.id == "833192c56a7f737f5511"]
     assert inst.api == "torch.linalg.norm"
     outcome, rules = _rules_of(inst, "tvm-torch", ("paths",))
     assert outcome is Outcome.PASS
@@ -582,31 +497,17 @@ def test_a_worker_lost_while_the_library_works_for_a_rule_is_no_finding_of_the_r
     steps: list[tuple[str, str]] = []
     state = WorkerState(WorkerSettings(rules=("paths",)))
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
-    outcome = execute_task(
-        TestTask(0, _torch_relu(x), "tvm-torch"),
-        state,
-        lambda stage: None,
-        lambda name, partial, step: steps.append((name, step)),
-    )
+    outcome = execute_task(TestTask(0, _torch_relu(x), "tvm-torch"), state, lambda stage: None, lambda name, partial, step: steps.append((name, step)))
     assert outcome.result is not None and outcome.result.extra["rules"]["paths"]["outcome"] == "pass"
     assert steps == [("paths", ""), ("paths", "library"), ("paths", "")]
 
-    partial = TestResult(
-        "i", "keras.layers.MultiHeadAttention", "ov-keras", Outcome.PASS, Stage.COMPARE, duration=2.0
-    )
+    partial = TestResult("i", "keras.layers.MultiHeadAttention", "ov-keras", Outcome.PASS, Stage.COMPARE, duration=2.0)
     exporting = rule_death_result(partial, "paths", "timeout", 62.0, "no verdict after 60 s", "library")
     assert exporting.outcome is Outcome.PASS
     found = exporting.extra["rules"]["paths"]
-    assert (
-        found["outcome"] == "not-applicable"
-        and "signature" not in found
-        and "did not finish" in found["message"]
-    )
+    assert found["outcome"] == "not-applicable" and "signature" not in found and "did not finish" in found["message"]
     compiling = rule_death_result(partial, "paths", "timeout", 62.0, "no verdict after 60 s", "")
-    assert (
-        compiling.extra["rules"]["paths"]["signature"]
-        == "timeout:ov-keras:rule=paths:keras.layers.MultiHeadAttention"
-    )
+    assert compiling.extra["rules"]["paths"]["signature"] == "timeout:ov-keras:rule=paths:keras.layers.MultiHeadAttention"
 
 
 def test_batch_on_an_output_that_differs_from_run_to_run_is_no_finding() -> None:
@@ -624,13 +525,7 @@ def test_batch_on_an_output_that_differs_from_run_to_run_is_no_finding() -> None
 
 
 def _torch_call(api: str, *args: np.ndarray) -> OperatorInstance:
-    return OperatorInstance(
-        library="torch",
-        api=api,
-        kind=InstanceKind.FUNCTION,
-        args=args,
-        source=Source(suite="opera-tests", test=api),
-    )
+    return OperatorInstance(library="torch", api=api, kind=InstanceKind.FUNCTION, args=args, source=Source(suite="opera-tests", test=api))
 
 
 def test_a_paths_finding_comes_with_a_standalone_reproducer_of_the_onnx_path(tmp_path) -> None:
@@ -643,19 +538,7 @@ def test_a_paths_finding_comes_with_a_standalone_reproducer_of_the_onnx_path(tmp
     inst = _torch_call("torch.gt", np.zeros((0, 1, 3), np.float32), np.zeros((0, 10, 3), np.float32))
     corpus = write(tmp_path / "c.jsonl", [inst])
     store = tmp_path / "s.db"
-    args = [
-        "run",
-        str(corpus),
-        "-t",
-        "ov-torch",
-        "--store",
-        str(store),
-        "--workers",
-        "1",
-        "--oracle",
-        "paths",
-        "-q",
-    ]
+    args = ["run", str(corpus), "-t", "ov-torch", "--store", str(store), "--workers", "1", "--oracle", "paths", "-q"]
     assert main(args) == 0
     with ResultStore(store) as s:
         assert s.outcome_counts(1) == {"ov-torch": {"pass": 1}}
@@ -665,12 +548,11 @@ def test_a_paths_finding_comes_with_a_standalone_reproducer_of_the_onnx_path(tmp
     script = Path(bug.reproducer).read_text()
     assert "target:    ov-onnx" in script and "verdict:   inconsistent at stage compare" in script
     assert "import opera" not in script and "from opera" not in script
-    shown = subprocess.run(
-        [sys.executable, bug.reproducer], capture_output=True, text=True, cwd=tmp_path, timeout=300
-    )
+    shown = subprocess.run([sys.executable, bug.reproducer], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert shown.returncode == 1 and "shape (0, 10, 3) vs (0, 1, 3)" in shown.stdout
     # the run's own verification ran it too
     assert bug.repro_status == "reproduces"
+
 
 
 def test_a_transforms_crash_comes_with_a_reproducer_the_run_verifies(tmp_path) -> None:
@@ -681,27 +563,13 @@ def test_a_transforms_crash_comes_with_a_reproducer_the_run_verifies(tmp_path) -
     empty = np.zeros((0, 1, 3), np.float32)
     corpus = write(tmp_path / "c.jsonl", [_torch_call("torch.mul", empty, empty)])
     store = tmp_path / "s.db"
-    args = [
-        "run",
-        str(corpus),
-        "-t",
-        "tvm-torch",
-        "--store",
-        str(store),
-        "--workers",
-        "1",
-        "--oracle",
-        "transforms",
-        "-q",
-    ]
+    args = ["run", str(corpus), "-t", "tvm-torch", "--store", str(store), "--workers", "1", "--oracle", "transforms", "-q"]
     assert main(args) == 0
     with ResultStore(store) as s:
         [bug] = s.bugs(1)
     assert bug.signature == "crash:tvm-torch:rule=transforms:tvm/ir/transform.py:__call__:ValueError"
     assert bug.repro_status == "reproduces", bug.repro_detail
-    assert (
-        bug.reproducer is not None and "verdict:   crash at stage compile" in Path(bug.reproducer).read_text()
-    )
+    assert bug.reproducer is not None and "verdict:   crash at stage compile" in Path(bug.reproducer).read_text()
 
 
 def test_a_transforms_finding_on_a_test_that_failed_itself_gives_no_evidence() -> None:
@@ -734,14 +602,8 @@ def test_a_rule_findings_script_is_judged_by_the_signature_its_target_gives() ->
     from opera.reproduce.verify import shown_as
 
     paths = "crash:ov-torch:rule=paths:ov-onnx:src/core/src/shape_util.cpp:OpConversionFailure"
-    assert shown_as("ov-torch", paths) == (
-        "ov-onnx",
-        "crash:ov-onnx:src/core/src/shape_util.cpp:OpConversionFailure",
-    )
+    assert shown_as("ov-torch", paths) == ("ov-onnx", "crash:ov-onnx:src/core/src/shape_util.cpp:OpConversionFailure")
     rewrite = "crash:tvm-torch:rule=transforms:tvm/ir/transform.py:__call__:ValueError"
-    assert shown_as("tvm-torch", rewrite) == (
-        "tvm-torch",
-        "crash:tvm-torch:tvm/ir/transform.py:__call__:ValueError",
-    )
+    assert shown_as("tvm-torch", rewrite) == ("tvm-torch", "crash:tvm-torch:tvm/ir/transform.py:__call__:ValueError")
     own = "crash:tvm-onnx:tvm/relax/frontend/onnx/onnx_frontend.py:_impl_v13:KeyError"
     assert shown_as("tvm-onnx", own) == ("tvm-onnx", own)

@@ -124,10 +124,7 @@ def test_a_death_in_a_warm_worker_is_confirmed_alone_in_a_fresh_one(tmp_path) ->
     first = by_id[poisoned.id]
     assert first.outcome is Outcome.PASS and first.signature is None, (first.outcome, first.message)
     # (with a C compiler at hand, where it died too: " at libpython3.11.so.1.0+0xfa82d < ...")
-    died = re.search(
-        r"a first worker died on this test \(worker died \(SIGABRT\) during convert( at .+)? after 1 other test\(s\)\)",
-        first.message,
-    )
+    died = re.search(r"a first worker died on this test \(worker died \(SIGABRT\) during convert( at .+)? after 1 other test\(s\)\)", first.message)
     assert died is not None, first.message
     again = by_id[abort.id]
     assert again.outcome is Outcome.NATIVE_CRASH and "SIGABRT" in (again.signature or "")

@@ -44,17 +44,9 @@ def _apis(kept: list[OperatorInstance]) -> list[str]:
 
 
 def test_filters_combine_with_and_across_kinds_and_or_within_one() -> None:
-    assert _apis(Selection(apis=("Relu", "onnx::Abs")).apply(CORPUS)) == [
-        "onnx::Relu",
-        "onnx::Relu",
-        "onnx::Abs",
-    ]
+    assert _apis(Selection(apis=("Relu", "onnx::Abs")).apply(CORPUS)) == ["onnx::Relu", "onnx::Relu", "onnx::Abs"]
     assert _apis(Selection(apis=("*e*",)).apply(CORPUS)) == ["onnx::Relu", "onnx::Relu", "onnx::Neg"]
-    assert _apis(Selection(tests=("*::test_relu",)).apply(CORPUS)) == [
-        "onnx::Relu",
-        "onnx::Relu",
-        "onnx::Neg",
-    ]
+    assert _apis(Selection(tests=("*::test_relu",)).apply(CORPUS)) == ["onnx::Relu", "onnx::Relu", "onnx::Neg"]
     assert _apis(Selection(apis=("Neg", "Abs"), tests=("*relu*",)).apply(CORPUS)) == ["onnx::Neg"]
     ids = (CORPUS[4].id, CORPUS[0].id)
     assert [i.id for i in Selection(ids=ids).apply(CORPUS)] == [CORPUS[0].id, CORPUS[4].id]  # corpus order
@@ -68,9 +60,9 @@ def test_a_sample_is_seeded_keeps_corpus_order_and_is_drawn_after_the_filters() 
     draws = {tuple(i.id for i in Selection(sample=3, sample_seed=s).apply(CORPUS)) for s in range(8)}
     assert len(draws) > 1  # the seed matters
     assert _apis(Selection(apis=("Relu",), sample=5).apply(CORPUS)) == ["onnx::Relu", "onnx::Relu"]
-    assert Selection.from_json(
-        json.loads(json.dumps(Selection(apis=("A",), sample=2).to_json()))
-    ) == Selection(apis=("A",), sample=2)
+    assert Selection.from_json(json.loads(json.dumps(Selection(apis=("A",), sample=2).to_json()))) == Selection(
+        apis=("A",), sample=2
+    )
 
 
 def test_an_unknown_id_or_a_selection_that_keeps_nothing_is_an_error() -> None:
@@ -81,25 +73,12 @@ def test_an_unknown_id_or_a_selection_that_keeps_nothing_is_an_error() -> None:
     assert not Selection() and Selection(sample=1)
 
 
-def test_run_plans_only_the_selection_stores_it_and_resume_refuses_new_filters(
-    tmp_path: Path, capsys
-) -> None:
+def test_run_plans_only_the_selection_stores_it_and_resume_refuses_new_filters(tmp_path: Path, capsys) -> None:
     corpus, store = tmp_path / "c.jsonl", tmp_path / "s.db"
     write(corpus, CORPUS)
     ids_file = tmp_path / "ids.txt"
     ids_file.write_text(f"# two of them\n{CORPUS[2].id}\n{CORPUS[5].id}  # tanh\n")
-    args = [
-        "run",
-        str(corpus),
-        "-t",
-        "test-faults",
-        "--store",
-        str(store),
-        "--workers",
-        "1",
-        "-q",
-        "--no-verify",
-    ]
+    args = ["run", str(corpus), "-t", "test-faults", "--store", str(store), "--workers", "1", "-q", "--no-verify"]
     assert main([*args, "--id", f"@{ids_file}", "--id", CORPUS[0].id]) == 0
     with sqlite3.connect(store) as db:
         planned = {row[0] for row in db.execute("SELECT instance_id FROM planned")}
@@ -114,23 +93,7 @@ def test_run_plans_only_the_selection_stores_it_and_resume_refuses_new_filters(
 def test_prioritize_orders_only_the_selection_and_run_accepts_its_order(tmp_path: Path) -> None:
     corpus, order = tmp_path / "c.jsonl", tmp_path / "o.order"
     write(corpus, CORPUS)
-    assert (
-        main(
-            [
-                "prioritize",
-                str(corpus),
-                "--target",
-                "test-faults",
-                "--strategy",
-                "random",
-                "--test",
-                "*relu*",
-                "-o",
-                str(order),
-            ]
-        )
-        == 0
-    )
+    assert main(["prioritize", str(corpus), "--target", "test-faults", "--strategy", "random", "--test", "*relu*", "-o", str(order)]) == 0
     ids, header = read_order(order)
     assert sorted(ids) == sorted(i.id for i in CORPUS if i.source.test.endswith("test_relu"))
     assert header["selection"] == "--test *relu*"
@@ -140,24 +103,8 @@ def test_nightly_runs_exactly_the_sample(tmp_path: Path, capsys) -> None:
     corpus, store = tmp_path / "c.jsonl", tmp_path / "s.db"
     write(corpus, relus(10))
     code = main(
-        [
-            "nightly",
-            str(corpus),
-            "-t",
-            "test-faults",
-            "--store",
-            str(store),
-            "--budget",
-            "10m",
-            "--workers",
-            "1",
-            "-q",
-            "-o",
-            str(tmp_path / "n"),
-            "--sample",
-            "4",
-            "--no-verify",
-        ]
+        ["nightly", str(corpus), "-t", "test-faults", "--store", str(store), "--budget", "10m", "--workers", "1",
+         "-q", "-o", str(tmp_path / "n"), "--sample", "4", "--no-verify"]
     )
     assert code == 0, capsys.readouterr().err
     with sqlite3.connect(store) as db:

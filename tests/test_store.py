@@ -128,14 +128,7 @@ def test_a_version_1_store_is_migrated(tmp_path) -> None:
         run = store.create_run({"seed": 3}, tool_version="x", versions={}, corpus=[], planned=[("a", "t")])
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE runs DROP COLUMN owner")  # the version 1 layout
-    for column in (
-        "repro_status",
-        "repro_detail",
-        "repro_exit",
-        "repro_seconds",
-        "repro_checked",
-        "repro_versions",
-    ):
+    for column in ("repro_status", "repro_detail", "repro_exit", "repro_seconds", "repro_checked", "repro_versions"):
         db.execute(f"ALTER TABLE bugs DROP COLUMN {column}")  # (added by version 3)
     db.execute("ALTER TABLE results DROP COLUMN masked_signature")  # (added by version 4)
     db.execute("ALTER TABLE results DROP COLUMN source_test")  # (added by version 6)

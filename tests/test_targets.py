@@ -83,8 +83,7 @@ def _has_float64(inst: OperatorInstance) -> bool:
 
     tensors = [*inst.args, *inst.inputs, *inst.kwargs.values()]
     return any(
-        (isinstance(t, np.ndarray) and t.dtype == np.float64)
-        or (isinstance(t, TensorSpec) and t.dtype == "float64")
+        (isinstance(t, np.ndarray) and t.dtype == np.float64) or (isinstance(t, TensorSpec) and t.dtype == "float64")
         for t in tensors
     )
 

@@ -59,21 +59,8 @@ def test_pytest_suite_harvest_records_exactly_the_top_level_calls(tmp_path: Path
     (tmp_path / "test_tiny.py").write_text(SUITE)
     out = tmp_path / "torch.jsonl.gz"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "opera.cli",
-            "harvest",
-            "torch",
-            "-o",
-            str(out),
-            "--",
-            str(tmp_path / "test_tiny.py"),
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
+        [sys.executable, "-m", "opera.cli", "harvest", "torch", "-o", str(out), "--", str(tmp_path / "test_tiny.py")],
+        capture_output=True, text=True, env=ENV, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     instances = list(read_corpus(out))
@@ -169,11 +156,7 @@ def test_template_round_trip_reproduces_the_recorded_outputs() -> None:
     ]
     template = TorchTemplate()
     by_api = {i.api: i for i in recorded}
-    for api, expected in zip(
-        ["torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.add", "torch.cat", "torch.Tensor.sum"],
-        outputs,
-        strict=True,
-    ):
+    for api, expected in zip(["torch.nn.Conv2d", "torch.nn.functional.gelu", "torch.add", "torch.cat", "torch.Tensor.sum"], outputs, strict=True):
         decoded = OperatorInstance.from_json(json.loads(by_api[api].to_line()))
         assert decoded.id == by_api[api].id
         built = template.build(decoded, seed=0)
@@ -341,15 +324,7 @@ def test_test_machinery_is_not_recorded_and_pytest_outcomes_are_kept(tmp_path: P
     assert proc.returncode == 0, proc.stderr[-2000:]
     apis = sorted(i.api for i in read_corpus(out))
     # torch.ones/torch.exp(x) + 0 in the test body are the test's own calls too
-    assert set(apis) <= {
-        "torch.tanh",
-        "torch.exp",
-        "torch.Tensor.__add__",
-        "torch.Tensor.add",
-        "torch.abs",
-        "torch.ones",
-        "torch.cos",
-    }, apis
+    assert set(apis) <= {"torch.tanh", "torch.exp", "torch.Tensor.__add__", "torch.Tensor.add", "torch.abs", "torch.ones", "torch.cos"}, apis
     assert {"torch.tanh", "torch.exp", "torch.abs", "torch.cos"} <= set(apis), apis
     assert "torch.sigmoid" not in apis and "torch.neg" not in apis  # gradcheck's calls; a skipped test
     with gzip.open(out, "rt") as fh:
@@ -364,9 +339,7 @@ def test_the_pytest_source_reports_each_test_as_it_finishes(tmp_path: Path) -> N
 
     (tmp_path / "test_machinery.py").write_text(MACHINERY_SUITE)
     events: list[dict[str, object]] = []
-    instances = list(
-        run_pytest_harvest(TorchRecorder(), [str(tmp_path / "test_machinery.py")], on_event=events.append)
-    )
+    instances = list(run_pytest_harvest(TorchRecorder(), [str(tmp_path / "test_machinery.py")], on_event=events.append))
     assert {"collected": 4} in events
     finished = [e for e in events if "tests" in e]
     assert sum(e["tests"] for e in finished) == 4  # type: ignore[misc]

@@ -123,11 +123,9 @@ def test_the_frontends_own_words_for_a_gap_are_unsupported(
 
 @pytest.mark.slow
 def test_openvino_says_which_resize_modes_it_lacks(state) -> None:
-    """ "half_pixel_symmetric - this type of coordinate transformation mode is not supported"
+    """"half_pixel_symmetric - this type of coordinate transformation mode is not supported"
     (judged UNSUPPORTED in the ov-onnx triage: it was listed as a crash)."""
-    result = _run(
-        state, _instance("onnx", "test_resize_downsample_scales_linear_half_pixel_symmetric"), "ov-onnx"
-    )
+    result = _run(state, _instance("onnx", "test_resize_downsample_scales_linear_half_pixel_symmetric"), "ov-onnx")
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
     assert "coordinate transformation mode is not supported" in result.message
 
@@ -146,9 +144,7 @@ def test_openvino_integers_past_int32_are_a_documented_gap() -> None:
             library="onnx", api="onnx::Min", kind=InstanceKind.ONNX_NODE, inputs=(np.array([3, 3, 2, 1], np.int64), b),
             extra={"domain": "", "n_outputs": 1, "opset": 13}, source=Source(suite="t", test="min"),
         )  # fmt: skip
-        result, _ = _execute_test(
-            TestTask(0, inst, "ov-onnx"), WorkerState(WorkerSettings()), lambda stage: None
-        )
+        result, _ = _execute_test(TestTask(0, inst, "ov-onnx"), WorkerState(WorkerSettings()), lambda stage: None)
         return result.outcome, result.message
 
     outcome, message = verdict(np.array([2**63 - 1, 2**63 - 1, 2**63 - 1, 0], np.int64))
@@ -187,20 +183,12 @@ def test_a_float32_only_torch_converter_is_a_gap_for_other_dtypes_only() -> None
         x = np.arange(2 * 3 * 5 * 5).reshape(2, 3, 5, 5).astype(dtype)
         w = np.ones((4, 3, 3, 3), dtype=dtype)
         return OperatorInstance(
-            library="torch",
-            api="torch.nn.functional.conv2d",
-            kind=InstanceKind.FUNCTION,
-            args=(x, w),
-            source=Source(suite="t"),
+            library="torch", api="torch.nn.functional.conv2d", kind=InstanceKind.FUNCTION, args=(x, w), source=Source(suite="t")
         )
 
     target, template = get_target("tvm-torch"), get_template("torch")
     gap = target.unimplemented_feature(template.build(conv("int64")))
-    assert (
-        gap is not None
-        and "aten.convolution.default builds its result in float32 only" in gap
-        and "int64" in gap
-    )
+    assert gap is not None and "aten.convolution.default builds its result in float32 only" in gap and "int64" in gap
     assert target.unimplemented_feature(template.build(conv("float32"))) is None
     relu = OperatorInstance(
         library="torch", api="torch.nn.functional.relu", kind=InstanceKind.FUNCTION,

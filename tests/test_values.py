@@ -26,22 +26,8 @@ from opera.values import (
     encode_value,
 )
 
-NATIVE_DTYPES = [
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-]
+NATIVE_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64", "complex64", "complex128"]
 ML_DTYPES = ["bfloat16", "float8_e4m3fn", "float8_e5m2"]
 
 
@@ -127,11 +113,7 @@ scalars = st.one_of(
     st.binary(max_size=8),
     st.just(Ellipsis),
     st.sampled_from(sorted(DTYPES)).map(DType),
-    st.builds(
-        EnumValue,
-        type=st.sampled_from(["torch.memory_format", "torch.layout"]),
-        name=st.text(min_size=1, max_size=8),
-    ),
+    st.builds(EnumValue, type=st.sampled_from(["torch.memory_format", "torch.layout"]), name=st.text(min_size=1, max_size=8)),
     st.builds(CallableRef, qualname=st.sampled_from(["torch.nn.functional.relu", "keras.activations.gelu"])),
     st.builds(Opaque, type=st.text(min_size=1, max_size=8), reason=st.text(max_size=10)),
     st.builds(
@@ -145,12 +127,7 @@ scalars = st.one_of(
     st.sampled_from(NATIVE_DTYPES + ML_DTYPES).flatmap(
         lambda name: st.floats(-100, 100, width=16).map(lambda x: np.array(x).astype(DTYPES[name])[()])
     ),
-    st.builds(
-        slice,
-        st.one_of(st.none(), st.integers(-5, 5)),
-        st.one_of(st.none(), st.integers(-5, 5)),
-        st.one_of(st.none(), st.integers(1, 3)),
-    ),
+    st.builds(slice, st.one_of(st.none(), st.integers(-5, 5)), st.one_of(st.none(), st.integers(-5, 5)), st.one_of(st.none(), st.integers(1, 3))),
 )
 
 hashable_keys = st.one_of(st.text(max_size=5), st.integers(-3, 3), st.none(), st.booleans())

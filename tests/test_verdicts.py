@@ -100,10 +100,7 @@ def test_a_random_operators_conversion_crash_is_seen(state: WorkerState) -> None
     a conversion bug, and it is now seen."""
     inst = _instance("onnx", "test_bernoulli_expanded", "onnx::RandomUniformLike")
     result = _run(state, inst, "ov-onnx")
-    assert result.outcome is Outcome.CRASH and result.stage is Stage.CONVERT, (
-        result.outcome,
-        result.message[-300:],
-    )
+    assert result.outcome is Outcome.CRASH and result.stage is Stage.CONVERT, (result.outcome, result.message[-300:])
     assert "random_uniform" in (result.signature or "")
 
 
@@ -120,9 +117,7 @@ def test_uninitialized_outputs_are_undefined_not_compared(state: WorkerState) ->
     # ConstToResultRemover root cause): an output lost from the model's interface is a finding
     # whatever its values would be, never the input's pass-through compared in its place (sample 10)
     lost = _run(state, inst, "ov-keras")
-    assert lost.outcome is Outcome.CRASH and "no result for declared output 0" in lost.message, lost.message[
-        -300:
-    ]
+    assert lost.outcome is Outcome.CRASH and "no result for declared output 0" in lost.message, lost.message[-300:]
 
 
 def _instance_of_api(library: str, api: str) -> OperatorInstance:
@@ -163,15 +158,11 @@ def test_a_shift_by_a_negative_count_or_the_width_is_undefined_only_there() -> N
     assert found.masks[0].tolist() == [True, False, True, False]
     # torch: an integer count as the second argument, and the in-place dunder
     wide = {"input_0": np.array([1, 2], np.int32)}
-    torch_found = find_undefined(
-        config.undefined, "torch.Tensor.__ilshift__", {}, wide, [np.zeros(2, np.int32)], args=(None, 32)
-    )
+    torch_found = find_undefined(config.undefined, "torch.Tensor.__ilshift__", {}, wide, [np.zeros(2, np.int32)], args=(None, 32))
     assert torch_found is not None and np.all(torch_found.masks[0])
     in_range = {"x": x, "y": np.array([0, 1, 7, 2], np.int8)}
     assert find_undefined(config.undefined, "keras.ops.bitwise_left_shift", {}, in_range, reference) is None
-    assert (
-        find_undefined(config.undefined, "torch.Tensor.__rlshift__", {}, inputs, reference) is None
-    )  # operands swapped
+    assert find_undefined(config.undefined, "torch.Tensor.__rlshift__", {}, inputs, reference) is None  # operands swapped
 
 
 def test_an_integer_zero_to_a_negative_power_and_an_empty_mean_are_undefined() -> None:
@@ -190,35 +181,18 @@ def test_an_integer_zero_to_a_negative_power_and_an_empty_mean_are_undefined() -
     assert found is not None and not found.whole and "1 / 0 in integers" in found.reason
     assert found.masks[0].tolist() == [[True, False, False], [False, False, False], [True, False, False]]
     # x.__rpow__(y) is y ** x
-    swapped = find_undefined(
-        config.undefined, "torch.Tensor.__rpow__", {}, {}, reference, args=(exponent, base)
-    )
+    swapped = find_undefined(config.undefined, "torch.Tensor.__rpow__", {}, {}, reference, args=(exponent, base))
     assert swapped is not None and swapped.masks[0].tolist() == found.masks[0].tolist()
-    specs = (
-        TensorSpec("int64", (5, 1), 1218958052, -1.0, 1.0),
-        TensorSpec("int64", (5,), 1356345368, -1.0, 1.0),
-    )
+    specs = (TensorSpec("int64", (5, 1), 1218958052, -1.0, 1.0), TensorSpec("int64", (5,), 1356345368, -1.0, 1.0))
     values = [s.materialize() for s in specs]
     expected = (values[0] == 0) & (values[1] < 0)
     assert expected.any()
     by_spec = find_undefined(config.undefined, "torch.pow", {}, {}, [np.zeros((5, 5), np.int64)], args=specs)
     assert by_spec is not None and by_spec.masks[0].tolist() == expected.tolist()
     assert find_undefined(config.undefined, "torch.pow", {}, {}, reference, args=(base + 1, exponent)) is None
-    empty = find_undefined(
-        config.undefined,
-        "torch.mean",
-        {},
-        {"input_0": np.zeros((0, 3), np.float32)},
-        [np.array(np.nan, np.float32)],
-    )
+    empty = find_undefined(config.undefined, "torch.mean", {}, {"input_0": np.zeros((0, 3), np.float32)}, [np.array(np.nan, np.float32)])
     assert empty is not None and empty.whole
-    per_row = find_undefined(
-        config.undefined,
-        "torch.mean",
-        {"dim": 1},
-        {"input_0": np.zeros((0, 3), np.float32)},
-        [np.zeros((0,), np.float32)],
-    )
+    per_row = find_undefined(config.undefined, "torch.mean", {"dim": 1}, {"input_0": np.zeros((0, 3), np.float32)}, [np.zeros((0,), np.float32)])
     assert per_row is None  # nothing reduces an empty set: the output is empty too
 
 
@@ -232,20 +206,9 @@ def test_a_mean_reducing_loss_or_adaptive_pool_of_an_empty_input_is_undefined() 
     for kwargs in ({}, {"reduction": "mean"}):
         found = find_undefined(config.undefined, "torch.nn.HuberLoss", kwargs, empty, nan)
         assert found is not None and found.whole and "reduction='mean'" in found.reason
-    assert (
-        find_undefined(
-            config.undefined, "torch.nn.HuberLoss", {"reduction": "sum"}, empty, [np.zeros((), np.float32)]
-        )
-        is None
-    )
+    assert find_undefined(config.undefined, "torch.nn.HuberLoss", {"reduction": "sum"}, empty, [np.zeros((), np.float32)]) is None
     assert find_undefined(config.undefined, "torch.nn.functional.huber_loss", {}, empty, nan) is not None
-    pooled = find_undefined(
-        config.undefined,
-        "torch.nn.functional.adaptive_avg_pool1d",
-        {},
-        {"x": np.zeros((3, 8, 0), np.float32)},
-        [np.zeros((3, 8, 4), np.float32)],
-    )
+    pooled = find_undefined(config.undefined, "torch.nn.functional.adaptive_avg_pool1d", {}, {"x": np.zeros((3, 8, 0), np.float32)}, [np.zeros((3, 8, 4), np.float32)])
     assert pooled is not None and pooled.whole
 
 
@@ -278,9 +241,7 @@ def test_indices_of_tied_values_are_undefined_only_there() -> None:
     wrong_untied = [reference[0], np.array([2, 0, 1], np.int64)]
     assert mask_undefined(reference, wrong_untied, found)[1][2] == 1  # a defined index stays
     sorted_ref = [np.array([1.0, 2.0, 3.0, 3.0], np.float32), np.array([1, 3, 0, 2], np.int64)]
-    assert (
-        find_undefined(config.undefined, "torch.sort", {"stable": True}, {"input_0": x}, sorted_ref) is None
-    )
+    assert find_undefined(config.undefined, "torch.sort", {"stable": True}, {"input_0": x}, sorted_ref) is None
     assert find_undefined(config.undefined, "torch.sort", {}, {"input_0": x}, sorted_ref) is not None
     distinct = {"input_0": np.array([3.0, 1.0, 2.0], np.float32)}
     assert find_undefined(config.undefined, "torch.topk", {}, distinct, reference) is None
@@ -298,17 +259,9 @@ def test_argsort_indices_of_tied_values_are_undefined_unless_stable() -> None:
     assert found.masks[0].tolist() == [[False, False, True, True], [False, False, False, False]]
     swapped = [np.array([[1, 3, 2, 0], [0, 1, 2, 3]], np.int64)]
     assert (mask_undefined(reference, swapped, found)[0] == reference[0]).all()
-    assert (
-        find_undefined(
-            config.undefined, "torch.argsort", {"dim": 1, "stable": True}, {"input_0": x}, reference
-        )
-        is None
-    )
+    assert find_undefined(config.undefined, "torch.argsort", {"dim": 1, "stable": True}, {"input_0": x}, reference) is None
     distinct = {"input_0": np.array([[3, 1, 4, 2]], np.int64)}
-    assert (
-        find_undefined(config.undefined, "torch.argsort", {}, distinct, [np.array([[1, 3, 0, 2]], np.int64)])
-        is None
-    )
+    assert find_undefined(config.undefined, "torch.argsort", {}, distinct, [np.array([[1, 3, 0, 2]], np.int64)]) is None
 
 
 @pytest.mark.slow
@@ -446,9 +399,7 @@ def test_torch_float64_second_reference_agrees_and_disagrees_where_float32_is_im
     config = load_oracle_config()
     for api, agrees in (("torch.nn.functional.conv2d", True), ("torch.cov", False)):
         inst = (
-            _instance_by_id("torch", "38c275979f87a1e35720")
-            if api == "torch.cov"
-            else _instance_of_api("torch", api)
+            _instance_by_id("torch", "38c275979f87a1e35720") if api == "torch.cov" else _instance_of_api("torch", api)
         )
         built = template.build(inst)
         inputs = [np.array(x, copy=True) for x in built.inputs]
@@ -523,9 +474,7 @@ GAPS_SEEN_AS_CRASHES = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("target", "library", "instance_id"), GAPS_SEEN_AS_CRASHES)
-def test_features_a_frontend_lacks_are_unsupported(
-    target: str, library: str, instance_id: str, state
-) -> None:
+def test_features_a_frontend_lacks_are_unsupported(target: str, library: str, instance_id: str, state) -> None:
     result = _run(state, _instance_by_id(library, instance_id), target)
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
 
@@ -578,9 +527,7 @@ def test_a_bfloat16_input_reaches_the_compiled_inductor_call(state: WorkerState)
     assert result.outcome is Outcome.PASS, (result.outcome, result.message[-600:])
 
 
-def test_an_input_torch_checks_only_when_compiling_is_invalid_on_every_torch_target(
-    state: WorkerState,
-) -> None:
+def test_an_input_torch_checks_only_when_compiling_is_invalid_on_every_torch_target(state: WorkerState) -> None:
     """``torch.bmm`` of float32 (8,0,1) by int64 (8,1,256): eager skips its dtype check on the
     empty batch and returns, torch's meta kernel refuses the mixed dtypes. torch.export fails, so
     tvm-torch and ov-torch call it ``invalid``; Dynamo failed the same way and inductor-torch
@@ -622,7 +569,7 @@ def test_ov_torch_gaps_of_the_generated_corpus_are_unsupported(state: WorkerStat
 
 
 def test_embedding_bag_with_include_last_offset_is_an_ov_torch_gap(state: WorkerState) -> None:
-    """ "[PyTorch Frontend] Inclusion last offset is not supported" (embedding_bag.cpp): a gap the
+    """"[PyTorch Frontend] Inclusion last offset is not supported" (embedding_bag.cpp): a gap the
     frontend states, found signed as a crash on the human torch corpus's whole run (run 7)."""
     inst = _instance_by_id("torch", "c56f322896bd38b47507")
     assert inst.api == "torch.nn.functional.embedding_bag" and inst.kwargs.get("include_last_offset") is True
@@ -642,10 +589,7 @@ def test_a_dtype_the_library_gives_one_way_eagerly_and_another_decomposed_is_its
     inst = _generated("8c5fd09cf38a24680ef0")
     result = _run(state, inst, target)
     assert result.outcome is Outcome.UNSTABLE_REFERENCE, (result.outcome, result.message[-600:])
-    assert (
-        "the library disagrees with itself" in result.message
-        and "dtype bfloat16 vs float32" in result.message
-    )
+    assert "the library disagrees with itself" in result.message and "dtype bfloat16 vs float32" in result.message
 
 
 def test_a_value_that_differs_beyond_an_ignored_output_type_is_a_wrong_result(state: WorkerState) -> None:
@@ -664,10 +608,8 @@ def test_ov_torch_complex_outputs_are_a_coverage_gap(state) -> None:
     so ("Bad as from: ...type7ComplexE to: ...element4TypeE"). Judged UNSUPPORTED in the triage
     sample; it reached the bug list as a crash."""
     inst = next(
-        i
-        for i in CorpusReader([HARVESTED / "torch.jsonl.gz"])
-        if i.api in ("torch.Tensor.cfloat", "torch.Tensor.cdouble", "torch.Tensor.chalf")
-        and i.valid is not False
+        i for i in CorpusReader([HARVESTED / "torch.jsonl.gz"])
+        if i.api in ("torch.Tensor.cfloat", "torch.Tensor.cdouble", "torch.Tensor.chalf") and i.valid is not False
     )
     result = _run(state, inst, "ov-torch")
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
@@ -706,13 +648,6 @@ def test_repeated_axes_are_outside_the_domain() -> None:
     assert "axis is repeated" in (pad([-3, -3]) or "")
     assert "axis is repeated" in (pad([1, -3]) or "")  # -3 is axis 1 of a rank-4 input
     assert pad([1, 2]) is None and pad([-1, 2]) is None
-    resize = outside_domain(
-        config.undefined, "onnx::Resize", {"axes": [2, -2]}, {"input_0": data}, ref, 19, args=(data,)
-    )
+    resize = outside_domain(config.undefined, "onnx::Resize", {"axes": [2, -2]}, {"input_0": data}, ref, 19, args=(data,))
     assert "axis is repeated" in (resize or "")
-    assert (
-        outside_domain(
-            config.undefined, "onnx::Resize", {"axes": [2, 3]}, {"input_0": data}, ref, 19, args=(data,)
-        )
-        is None
-    )
+    assert outside_domain(config.undefined, "onnx::Resize", {"axes": [2, 3]}, {"input_0": data}, ref, 19, args=(data,)) is None

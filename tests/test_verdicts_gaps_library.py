@@ -57,20 +57,10 @@ def _by_id(library: str, instance_id: str) -> OperatorInstance:
         ("ov-torch", "torch", "e57f4265bf38d3f7006b", "is out of bounds of input list of len"),
         ("ov-onnx", "onnx", "a7dc016401b3f409825b", "Bad format for f8 conversion type"),
         # sample 7: a uint16 model (TVM's TFLite type table has no UINT16, KeyError: 16)
-        (
-            "tvm-keras",
-            "keras",
-            "340f225532517c7d4339",
-            "UINT16 (16) have no entry in TVM's TFLite frontend type table",
-        ),
+        ("tvm-keras", "keras", "340f225532517c7d4339", "UINT16 (16) have no entry in TVM's TFLite frontend type table"),
         # sample 8: multi_head_attention_forward with a training-mode dropout (OpenVINO's FX table
         # maps native_dropout to skip_node)
-        (
-            "ov-torch",
-            "torch",
-            "4d57d9d77ae6080281ae",
-            "a training-mode dropout (aten.dropout.default, p=0.5)",
-        ),
+        ("ov-torch", "torch", "4d57d9d77ae6080281ae", "a training-mode dropout (aten.dropout.default, p=0.5)"),
         # sample 9: GridSample on a 5-D input ("only supported for 4D input tensors")
         ("ov-onnx", "onnx", "31c8922d50de3df14d78", "is only supported for 4D input tensors"),
         # sample 12: Pow(int32, float32) at opset 15: Pow-12 typed the exponent apart, TVM has Pow-7 only
@@ -79,9 +69,7 @@ def _by_id(library: str, instance_id: str) -> OperatorInstance:
         ("tvm-torch", "torch", "fbfef7b71f90eb5c2689", "the given indices dtype is T.bool"),
     ],
 )
-def test_features_a_frontend_lacks_are_gaps(
-    target: str, library: str, instance_id: str, words: str, state
-) -> None:
+def test_features_a_frontend_lacks_are_gaps(target: str, library: str, instance_id: str, words: str, state) -> None:
     result = verdict_in_process(state, _by_id(library, instance_id), target)
     assert result.outcome is Outcome.UNSUPPORTED, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
@@ -89,9 +77,7 @@ def test_features_a_frontend_lacks_are_gaps(
 
 @pytest.mark.slow
 def test_float64_is_judged_at_the_precision_openvino_computes_it(state) -> None:
-    conv = verdict_in_process(
-        state, _by_id("keras", "ffd932101ea440c2dd36"), "ov-keras"
-    )  # float64 conv3d, ~1e7
+    conv = verdict_in_process(state, _by_id("keras", "ffd932101ea440c2dd36"), "ov-keras")  # float64 conv3d, ~1e7
     assert conv.outcome is Outcome.PASS, (conv.outcome, conv.message[-300:])
     cast = verdict_in_process(state, _by_id("onnx", "9bec86cdbb154bbb2725"), "ov-onnx")  # Inf cast to float64
     assert cast.outcome is Outcome.INCONSISTENT, (cast.outcome, cast.message[-300:])
@@ -122,19 +108,11 @@ def test_tvm_keras_following_tflites_own_conversion_is_the_librarys_inconsistenc
             kwargs={"nan": 2, "neginf": 4, "posinf": 3}, source=Source(suite="t", test="nan_to_num"),
         )  # fmt: skip
 
-    infinities = verdict_in_process(
-        state, nan_to_num(np.array([1.0, np.inf, -np.inf], np.float32)), "tvm-keras"
-    )
+    infinities = verdict_in_process(state, nan_to_num(np.array([1.0, np.inf, -np.inf], np.float32)), "tvm-keras")
     assert infinities.outcome is Outcome.UNSTABLE_REFERENCE, (infinities.outcome, infinities.message[-300:])
-    assert (
-        "TFLite's own interpreter, which the frontend converts and the compiler agrees with"
-        in infinities.message
-    )
+    assert "TFLite's own interpreter, which the frontend converts and the compiler agrees with" in infinities.message
     nan = verdict_in_process(state, nan_to_num(np.array([1.0, np.nan], np.float32)), "tvm-keras")
-    assert nan.outcome is Outcome.INCONSISTENT and "NaN positions differ" in nan.message, (
-        nan.outcome,
-        nan.message[-300:],
-    )
+    assert nan.outcome is Outcome.INCONSISTENT and "NaN positions differ" in nan.message, (nan.outcome, nan.message[-300:])
 
 
 @pytest.mark.slow
@@ -144,9 +122,7 @@ def test_a_complex_output_keras_declares_as_float_is_decoded_from_the_tflite_ten
     pairs. Decoded by the Keras dtype, the test compared (2, 3) with (2, 3, 2); decoded by the
     TFLite tensor type, it compares the values, where TVM's MUL multiplies the pairs element by
     element (the judged rc-41ecf50d86)."""
-    inst = next(
-        i for i in CorpusReader([HARVESTED / "generated-keras.jsonl.gz"]) if i.id == "5c54d29f1b60f191eaa3"
-    )
+    inst = next(i for i in CorpusReader([HARVESTED / "generated-keras.jsonl.gz"]) if i.id == "5c54d29f1b60f191eaa3")
     result = verdict_in_process(state, inst, "tvm-keras")
     assert result.outcome is Outcome.INCONSISTENT, (result.outcome, result.message[-300:])
     assert "(complex64)" in result.message and "shape" not in result.message, result.message
@@ -231,29 +207,15 @@ def test_a_wrong_result_with_default_attributes_stays_a_bug(instance_id: str, st
         ("tvm-keras", "keras", "99481c2b8b81d22dfaef", Outcome.UNSUPPORTED, "bytes-like object"),
         # TFLite options TVM's frontend never reads: GATHER's batch_dims, ARG_MIN's output type
         ("tvm-keras", "keras", "a3ea4704c7c0f00852df", Outcome.UNSUPPORTED, "GATHER.BatchDims=1 never read"),
-        (
-            "tvm-keras",
-            "keras",
-            "9030885f7c872d5d5bdf",
-            Outcome.UNSUPPORTED,
-            "ARG_MIN.OutputType=2 never read",
-        ),
+        ("tvm-keras", "keras", "9030885f7c872d5d5bdf", Outcome.UNSUPPORTED, "ARG_MIN.OutputType=2 never read"),
         # a keyword argument a torch frontend ignores is a gap, as an ONNX attribute is (the
         # project's rule, docs/design.md): torch add's alpha dropped by TVM, and (sample 9)
         # embedding_bag's padding_idx, which OpenVINO's translator never reads
         ("tvm-torch", "torch", "103b337cfc9b172da0cc", Outcome.UNSUPPORTED, "attribute alpha=-3.125 ignored"),
-        (
-            "ov-torch",
-            "torch",
-            "b05f4dfb488d430a7a11",
-            Outcome.UNSUPPORTED,
-            "attribute padding_idx=-1 ignored",
-        ),
+        ("ov-torch", "torch", "b05f4dfb488d430a7a11", Outcome.UNSUPPORTED, "attribute padding_idx=-1 ignored"),
     ],
 )
-def test_sample_4_classes(
-    target: str, library: str, instance_id: str, outcome: Outcome, words: str, state
-) -> None:
+def test_sample_4_classes(target: str, library: str, instance_id: str, outcome: Outcome, words: str, state) -> None:
     result = verdict_in_process(state, _by_id(library, instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
@@ -290,9 +252,7 @@ def test_random_numbers_drawn_inside_an_operator_are_not_compared(state) -> None
         ("ov-keras", "keras", "9eeeb3282cf195602ead", Outcome.UNSUPPORTED, "and dynamic"),
     ],
 )
-def test_sample_5_classes(
-    target: str, library: str, instance_id: str, outcome: Outcome, words: str, state
-) -> None:
+def test_sample_5_classes(target: str, library: str, instance_id: str, outcome: Outcome, words: str, state) -> None:
     result = verdict_in_process(state, _by_id(library, instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
@@ -376,41 +336,22 @@ def test_a_generated_mutant_onnxruntime_rejects_is_invalid(instance_id: str, wor
         # TVM's LayerNormalization returns constant placeholders for Mean and InvStdDev by its source
         ("tvm-onnx", "onnx", "23da11572413d23a1517", Outcome.UNSUPPORTED, "computes only its first output"),
         # sample 11: TVM's convolution converters build the result in float32 only (int64 conv3d)
-        (
-            "tvm-torch",
-            "torch",
-            "cf2dba64aa17a4b94c8a",
-            Outcome.UNSUPPORTED,
-            "builds its result in float32 only",
-        ),
+        ("tvm-torch", "torch", "cf2dba64aa17a4b94c8a", Outcome.UNSUPPORTED, "builds its result in float32 only"),
         # samples 8 and 11: a type the operator gained with the very schema version the model's
         # opset selects, where TVM's converter is older (BitShift-28's signed integers, _impl_v11)
-        (
-            "tvm-onnx",
-            "onnx",
-            "56539a75d7622ecb80d6",
-            Outcome.UNSUPPORTED,
-            "tensor(int32) of X, tensor(int32) of Y",
-        ),
+        ("tvm-onnx", "onnx", "56539a75d7622ecb80d6", Outcome.UNSUPPORTED, "tensor(int32) of X, tensor(int32) of Y"),
         # samples 10 and 11 (judged REAL, then UNSUPPORTED): Mod-28 newly defines float inputs with
         # fmod=0, which Mod-13's text excluded; TVM's converter is Mod._impl_v10
         ("tvm-onnx", "onnx", "db42e3112e1298e8c785", Outcome.UNSUPPORTED, "defined since Mod-28"),
         # sample 12: torch.gather of a 0-d input with a 1-d index, outside its documented domain
-        (
-            "ov-torch",
-            "torch",
-            "ab86d1922844129b6cdc",
-            Outcome.UNDEFINED,
-            "must have the same number of dimensions",
-        ),
+        ("ov-torch", "torch", "ab86d1922844129b6cdc", Outcome.UNDEFINED, "must have the same number of dimensions"),
     ],
 )
-def test_sample_10_classes(
-    target: str, library: str, instance_id: str, outcome: Outcome, words: str, state
-) -> None:
+def test_sample_10_classes(target: str, library: str, instance_id: str, outcome: Outcome, words: str, state) -> None:
     result = verdict_in_process(state, _by_id(library, instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
+
 
 
 @pytest.mark.slow
@@ -453,13 +394,7 @@ def test_what_openvinos_onnx_library_cannot_implement(instance_id: str, words: s
     [
         # torch.amax over slices holding NaN: no NaN rule in its docs (OpenVINO's ReduceMax drops a
         # NaN unless it is a slice's last element)
-        (
-            "ov-torch",
-            "torch",
-            "27bd0ada188a27683c80",
-            Outcome.UNDEFINED,
-            "torch.amax/amin: no rule says how a NaN",
-        ),
+        ("ov-torch", "torch", "27bd0ada188a27683c80", Outcome.UNDEFINED, "torch.amax/amin: no rule says how a NaN"),
         # nansum of int64: torch decomposes it into aten.isnan, which OpenVINO maps to float-only IsNaN
         ("ov-torch", "torch", "6ecda2aac2fccc349d70", Outcome.UNSUPPORTED, "must be a floating point number"),
         # MaxPool-22 (ceil_mode drops windows starting in the right padding): OpenVINO's output has
@@ -467,9 +402,7 @@ def test_what_openvinos_onnx_library_cannot_implement(instance_id: str, words: s
         ("ov-onnx", "onnx", "8e16755cd8b1595623fc", Outcome.UNSUPPORTED, "are the ones MaxPool-12 defines"),
     ],
 )
-def test_sample_15_classes(
-    target: str, library: str, instance_id: str, outcome: Outcome, words: str, state
-) -> None:
+def test_sample_15_classes(target: str, library: str, instance_id: str, outcome: Outcome, words: str, state) -> None:
     result = verdict_in_process(state, _by_id(library, instance_id), target)
     assert result.outcome is outcome, (result.outcome, result.message[-400:])
     assert words in result.message, result.message
@@ -488,12 +421,7 @@ def _new_kinds(instance_id: str) -> OperatorInstance:
     ("target", "instance_id", "outcome", "words"),
     [
         # Pad with axes [-3, -3] (a 'ties' re-draw): "Behavior is undefined if an axis is repeated"
-        (
-            "tvm-onnx",
-            "a46ce151f7204745f6fe",
-            Outcome.UNDEFINED,
-            "Behavior is undefined if an axis is repeated",
-        ),
+        ("tvm-onnx", "a46ce151f7204745f6fe", Outcome.UNDEFINED, "Behavior is undefined if an axis is repeated"),
         # TopK over values holding NaN (a 'special' re-draw): no NaN order in the spec
         ("ov-onnx", "0ffcafe1d90027d323ba", Outcome.UNDEFINED, "nothing about NaN"),
         # HardSigmoid of NaN: max(0, min(1, ...)), and Max/Min leave NaN open
@@ -524,9 +452,7 @@ GENERATED_OUTSIDE_THE_DOMAIN = [
 
 
 @pytest.mark.parametrize(("instance_id", "words"), GENERATED_OUTSIDE_THE_DOMAIN)
-def test_generated_attribute_values_outside_the_spec_are_undefined(
-    instance_id: str, words: str, state
-) -> None:
+def test_generated_attribute_values_outside_the_spec_are_undefined(instance_id: str, words: str, state) -> None:
     result = verdict_in_process(state, _by_id("generated-onnx", instance_id), "tvm-onnx")
     assert result.outcome is Outcome.UNDEFINED, (result.outcome, result.message[-300:])
     assert "outside the operator's domain" in result.message and words in result.message, result.message
@@ -551,24 +477,15 @@ def test_attribute_values_the_spec_defines_stay_in_the_domain() -> None:
         data = np.int32(10) if api.endswith("Window") else x  # a window's size is a scalar
         assert outside_domain(rules, api, kwargs, {"input_0": data}, [x]) is None, (api, kwargs)
     one = np.ones(1, np.int64)
-    assert (
-        outside_domain(rules, "onnx::NonMaxSuppression", {}, {"input_0": x, "input_2": one}, [x]) is None
-    )  # as the node tests write it
-    assert (
-        outside_domain(rules, "onnx::Range", {}, {"input_0": np.int64(0), "input_1": np.int64(3)}, [x])
-        is None
-    )
+    assert outside_domain(rules, "onnx::NonMaxSuppression", {}, {"input_0": x, "input_2": one}, [x]) is None  # as the node tests write it
+    assert outside_domain(rules, "onnx::Range", {}, {"input_0": np.int64(0), "input_1": np.int64(3)}, [x]) is None
     assert outside_domain(rules, "onnx::Range", {}, {"input_0": np.int64(0), "input_1": one}, [x]) is not None
     assert outside_domain(rules, "onnx::ReduceSum", {"keepdims": 65537}, {"input_0": x}, [x]) is not None
     assert outside_domain(rules, "onnx::LpPool", {"p": -1}, {"input_0": x}, [x]) is not None
 
 
-@pytest.mark.parametrize(
-    ("instance_id", "op"), [("65cced107632dfbb7c27", "STFT"), ("c87179365477f3f33568", "CenterCropPad")]
-)
-def test_a_generated_instance_onnxruntime_rejects_as_the_frontends_get_it_is_invalid(
-    instance_id: str, op: str, state
-) -> None:
+@pytest.mark.parametrize(("instance_id", "op"), [("65cced107632dfbb7c27", "STFT"), ("c87179365477f3f33568", "CenterCropPad")])
+def test_a_generated_instance_onnxruntime_rejects_as_the_frontends_get_it_is_invalid(instance_id: str, op: str, state) -> None:
     """Generated mutants onnxruntime runs with every input fed at run time and rejects once the
     parameter inputs are constants, the model every ONNX frontend gets (STFT's frame_length and
     CenterCropPad's shape given another rank): judged UNDEFINED on the whole-corpus run, now
@@ -576,6 +493,4 @@ def test_a_generated_instance_onnxruntime_rejects_as_the_frontends_get_it_is_inv
     (HammingWindow's size as int32[1] is `undefined` by the window ops' rule)."""
     result = verdict_in_process(state, _by_id("generated-onnx", instance_id), "tvm-onnx")
     assert result.outcome is Outcome.INVALID, (result.outcome, result.message[-300:])
-    assert "once its parameter inputs are constants" in result.message and op in result.message, (
-        result.message
-    )
+    assert "once its parameter inputs are constants" in result.message and op in result.message, result.message

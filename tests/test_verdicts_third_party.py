@@ -46,9 +46,7 @@ OUTSIDE_THE_DOMAIN = [
 
 @pytest.mark.parametrize(("test", "words"), OUTSIDE_THE_DOMAIN)
 @pytest.mark.parametrize("target", ["ov-onnx", "tvm-onnx"])
-def test_an_instance_outside_the_operators_domain_is_undefined(
-    test: str, words: str, target: str, state
-) -> None:
+def test_an_instance_outside_the_operators_domain_is_undefined(test: str, words: str, target: str, state) -> None:
     result = verdict_in_process(state, _by_test(test), target)
     assert result.outcome is Outcome.UNDEFINED, (result.outcome, result.message[-300:])
     assert "outside the operator's domain" in result.message and words in result.message, result.message
@@ -61,26 +59,14 @@ def test_the_domain_rules_hold_only_where_the_text_does() -> None:
 
     rules = load_oracle_config().undefined
     x = np.zeros((1, 3, 4, 4), np.float32)
-    assert (
-        outside_domain(rules, "onnx::Clip", {}, {"input_1": np.float32(0), "input_2": np.float32(6)}, [x])
-        is None
-    )
-    assert (
-        outside_domain(rules, "onnx::Clip", {}, {"input_0": np.float32("nan")}, [x]) is None
-    )  # data, not a bound
-    assert (
-        outside_domain(rules, "onnx::GridSample", {"mode": "linear"}, {"input_0": x}, [x], opset=20) is None
-    )
-    assert (
-        outside_domain(rules, "onnx::GridSample", {"mode": "bilinear"}, {"input_0": x}, [x], opset=20)
-        is not None
-    )
+    assert outside_domain(rules, "onnx::Clip", {}, {"input_1": np.float32(0), "input_2": np.float32(6)}, [x]) is None
+    assert outside_domain(rules, "onnx::Clip", {}, {"input_0": np.float32("nan")}, [x]) is None  # data, not a bound
+    assert outside_domain(rules, "onnx::GridSample", {"mode": "linear"}, {"input_0": x}, [x], opset=20) is None
+    assert outside_domain(rules, "onnx::GridSample", {"mode": "bilinear"}, {"input_0": x}, [x], opset=20) is not None
     assert outside_domain(rules, "onnx::GridSample", {}, {"input_0": x[..., None]}, [x], opset=20) is None
     scale = np.ones(3, np.float32)
     assert outside_domain(rules, "onnx::QuantizeLinear", {}, {"input_1": scale}, [x], opset=13) is None
-    assert (
-        outside_domain(rules, "onnx::QuantizeLinear", {}, {"input_1": np.float32(1)}, [x], opset=10) is None
-    )
+    assert outside_domain(rules, "onnx::QuantizeLinear", {}, {"input_1": np.float32(1)}, [x], opset=10) is None
     assert outside_domain(rules, "onnx::QuantizeLinear", {}, {"input_1": scale}, [x], opset=None) is None
 
 
@@ -123,6 +109,4 @@ def test_the_real_bugs_beside_them_stay_reported(test: str, target: str, words: 
 
 def test_a_parameter_the_test_never_gave_is_not_invented() -> None:
     inst = _by_test("test_quantizelinear_integer_saturate[21]")
-    assert inst.valid is False and "parameter operand 1 (scale) of QuantizeLinear" in (
-        inst.invalid_reason or ""
-    )
+    assert inst.valid is False and "parameter operand 1 (scale) of QuantizeLinear" in (inst.invalid_reason or "")

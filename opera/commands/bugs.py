@@ -108,9 +108,7 @@ def run(args: argparse.Namespace) -> int:
         if verifying:
             interrupted = _verify(store, args, run_record)
         bugs = store.bugs(args.run)
-        evidence = {
-            b.signature: store.signature_evidence(b.signature, b.example_instance, args.run) for b in bugs
-        }
+        evidence = {b.signature: store.signature_evidence(b.signature, b.example_instance, args.run) for b in bugs}
         harness = _harness_errors(store, args.run)
         rule_counts = store.rule_counts(args.run)
         ledger = _for_targets(ledger, {b.target for b in bugs})
@@ -209,14 +207,10 @@ def _for_targets(ledger: Ledger | None, targets: set[str]) -> Ledger | None:
 
 def _named_by(ledger: Ledger, bug: BugRecord) -> Entry | None:
     """The first ledger entry of the bug's target that names its signature."""
-    return next(
-        (e for e in ledger.entries if e.target == bug.target and e.names_signature(bug.signature)), None
-    )
+    return next((e for e in ledger.entries if e.target == bug.target and e.names_signature(bug.signature)), None)
 
 
-def _ledger_json(
-    ledger: Ledger, bug: BugRecord, by_cause: dict[str, list[tuple[str, Entry | None]]]
-) -> dict[str, Any]:
+def _ledger_json(ledger: Ledger, bug: BugRecord, by_cause: dict[str, list[tuple[str, Entry | None]]]) -> dict[str, Any]:
     entry = _named_by(ledger, bug)
     if entry is not None:
         return {"known": True, **entry.to_json()}
@@ -225,10 +219,7 @@ def _ledger_json(
         return {"known": False}
     return {
         "known": _known_mark(None, causes) == "known",
-        "root_causes": [
-            {"id": cid, **({"known": False} if e is None else {"known": True, **e.to_json()})}
-            for cid, e in causes
-        ],
+        "root_causes": [{"id": cid, **({"known": False} if e is None else {"known": True, **e.to_json()})} for cid, e in causes],
     }
 
 
@@ -241,9 +232,7 @@ def _known_mark(entry: Entry | None, causes: list[tuple[str, Entry | None]]) -> 
     return "new" if not found else "known" if found == len(causes) else "part"
 
 
-def _signatures_by_root_cause(
-    store: ResultStore, run: int | None, ledger: Ledger
-) -> dict[str, list[tuple[str, Entry | None]]]:
+def _signatures_by_root_cause(store: ResultStore, run: int | None, ledger: Ledger) -> dict[str, list[tuple[str, Entry | None]]]:
     """Each failing signature's root causes (as ``--root-causes`` finds them) with the ledger entry
     that knows each, or None."""
     causes, targets = _find_root_causes(store, run)
@@ -293,9 +282,7 @@ def _root_causes(store: ResultStore, args: argparse.Namespace, ledger: Ledger | 
             per_signature.setdefault(r.signature, []).append(r.instance_id)
     for cause in causes:
         mark = f"  {known.mark(cause)}" if known is not None else ""
-        print(
-            f"{cause.id}  {len(cause.instances):>4} test(s)  {cause.target}  [{', '.join(cause.features)}]{mark}"
-        )
+        print(f"{cause.id}  {len(cause.instances):>4} test(s)  {cause.target}  [{', '.join(cause.features)}]{mark}")
         if cause.error:
             print(f"    error: {cause.error}")
         mine = set(cause.instances)

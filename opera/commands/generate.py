@@ -33,10 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--keep-invalid", action="store_true", help="also write the mutants the library rejected"
     )
     parser.add_argument(
-        "--timeout",
-        type=float,
-        default=30.0,
-        help="CPU seconds one mutant may run in its library (default 30)",
+        "--timeout", type=float, default=30.0, help="CPU seconds one mutant may run in its library (default 30)"
     )
     parser.add_argument(
         "--steer",

@@ -28,17 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("library", help=f"source library: {', '.join(RECORDERS.names())}")
-    parser.add_argument(
-        "--source",
-        action="append",
-        default=[],
-        help="a ready-made source (repeatable); --list-sources shows them",
-    )
+    parser.add_argument("--source", action="append", default=[], help="a ready-made source (repeatable); --list-sources shows them")
     parser.add_argument("-o", "--output", help="corpus file to write (.jsonl or .jsonl.gz)")
     parser.add_argument("--limit", type=int, default=None, help="stop each source after N instances")
-    parser.add_argument(
-        "--no-validate", action="store_true", help="skip the validity gate (instances are written unchecked)"
-    )
+    parser.add_argument("--no-validate", action="store_true", help="skip the validity gate (instances are written unchecked)")
     parser.add_argument("--list-sources", action="store_true", help="list the sources of LIBRARY and exit")
     parser.add_argument("--summary-json", help="also write the harvest summary as JSON to this file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -60,13 +53,9 @@ def run(args: argparse.Namespace) -> int:
         sources = ["pytest"]
     if args.limit is not None and args.limit <= 0:
         raise HarvestError("--limit must be a positive number")
-    options = HarvestOptions(
-        limit=args.limit, pytest_args=tuple(args.passthrough), show_progress=not args.quiet
-    )
+    options = HarvestOptions(limit=args.limit, pytest_args=tuple(args.passthrough), show_progress=not args.quiet)
     header = {"command": _command_line(args), "opera_version": __version__}
-    summary = run_harvest(
-        args.library, sources, args.output, options, validate=not args.no_validate, header=header
-    )
+    summary = run_harvest(args.library, sources, args.output, options, validate=not args.no_validate, header=header)
     print(summary.render())
     if args.summary_json:
         with open(args.summary_json, "w") as fh:

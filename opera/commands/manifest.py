@@ -11,15 +11,11 @@ HELP = "rewrite MANIFEST.json (counts, versions, regeneration commands) for a co
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "directory", nargs="?", default="harvested", help="directory of corpus files (default: harvested)"
-    )
+    parser.add_argument("directory", nargs="?", default="harvested", help="directory of corpus files (default: harvested)")
 
 
 def run(args: argparse.Namespace) -> int:
     out = write_manifest(args.directory)
     totals = json.loads(out.read_text())["totals"]
-    print(
-        f"wrote {out}: {totals['instances']} instances, {totals['valid']} valid, distinct valid APIs {totals['distinct_valid_apis']}"
-    )
+    print(f"wrote {out}: {totals['instances']} instances, {totals['valid']} valid, distinct valid APIs {totals['distinct_valid_apis']}")
     return 0

@@ -12,9 +12,7 @@ HELP = "summarize corpus files: instances, distinct APIs, sources, validity"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", nargs="+", help="corpus files (.jsonl / .jsonl.gz)")
-    parser.add_argument(
-        "--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing"
-    )
+    parser.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--top", type=int, default=10, help="how many of the most frequent APIs to list")
     parser.add_argument(
@@ -43,17 +41,11 @@ def _op_coverage(args: argparse.Namespace) -> int:
         if inst.valid is False:
             continue
         origin = "generated" if inst.source.origin is Origin.TOOL else "human"
-        sets = groups.setdefault(
-            inst.library, {"human": CoverageSets(), "generated": CoverageSets(), "both": CoverageSets()}
-        )
+        sets = groups.setdefault(inst.library, {"human": CoverageSets(), "generated": CoverageSets(), "both": CoverageSets()})
         sets[origin].add(inst)
         sets["both"].add(inst)
     report = {
-        library: {
-            origin: operator_level_coverage(s, sets["both"]).to_json()
-            for origin, s in sets.items()
-            if s.operators
-        }
+        library: {origin: operator_level_coverage(s, sets["both"]).to_json() for origin, s in sets.items() if s.operators}
         for library, sets in sorted(groups.items())
     }
     if args.json:

@@ -20,9 +20,7 @@ HELP = "group failures into root causes and write one upstream-ready bug report 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default="opera.db", help="SQLite results store (default: opera.db)")
-    parser.add_argument(
-        "--run", type=int, help="only this run's results (default: every run's latest result per test)"
-    )
+    parser.add_argument("--run", type=int, help="only this run's results (default: every run's latest result per test)")
     parser.add_argument("--target", action="append", default=[], help="only this target (repeatable)")
     parser.add_argument(
         "-o", "--output", help="directory for the reports (default: <store>.d/triage/<run or 'all'>)"
@@ -52,11 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="per root cause: stop reducing after this long and keep the smallest failing instance so far (default 60)",
     )
     parser.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="per candidate test when reducing (default 60)",
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="per candidate test when reducing (default 60)"
     )
     parser.add_argument("--json", action="store_true", help="print the root causes as JSON")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -95,9 +89,7 @@ def run(args: argparse.Namespace) -> int:
         warn=lambda line: print(line + " (its failures are one root cause per signature)", file=sys.stderr),
     )
     causes = find_root_causes(results, instances)
-    out_dir = (
-        Path(args.output) if args.output else Path(f"{args.store}.d") / "triage" / str(args.run or "all")
-    )
+    out_dir = Path(args.output) if args.output else Path(f"{args.store}.d") / "triage" / str(args.run or "all")
     by_key = {(r.instance_id, r.target): r for r in results}
     versions = {t: v for run in runs for t, v in run.versions.items()}
     if args.reduce_budget <= 0 or args.timeout <= 0:
@@ -105,10 +97,7 @@ def run(args: argparse.Namespace) -> int:
     known = ledger.classify(causes, {r.target for r in results}) if ledger is not None else None
     to_reduce = [c for c in causes if args.reduce_known or known is None or known.entry(c) is None]
     if args.reduce and len(to_reduce) < len(causes):
-        print(
-            f"reducing the {len(to_reduce)} root cause(s) the ledger does not know; --reduce-known for all {len(causes)}",
-            file=sys.stderr,
-        )
+        print(f"reducing the {len(to_reduce)} root cause(s) the ledger does not know; --reduce-known for all {len(causes)}", file=sys.stderr)
     reductions = _reduce_all(to_reduce, by_key, instances, out_dir, args) if args.reduce else {}
     reports = []
     with progress_bar(total=len(causes), desc="reports", unit="root cause", disable=args.quiet) as bar:
@@ -166,11 +155,7 @@ class _Reduced:
 
 
 def _reduce_all(
-    causes: list[Any],
-    by_key: dict[tuple[str, str], TestResult],
-    instances: dict[str, Any],
-    out_dir: Path,
-    args: argparse.Namespace,
+    causes: list[Any], by_key: dict[tuple[str, str], TestResult], instances: dict[str, Any], out_dir: Path, args: argparse.Namespace
 ) -> dict[str, _Reduced]:
     """Each root cause's example reduced on its target (one isolated worker per target), then run
     once more: the report uses the reduced instance only when that run fails with the signature."""
@@ -197,9 +182,7 @@ def _reduce_all(
                     example = instances[cause.example]
                     required = required_features(cause, example)
 
-                    def same_cause(
-                        candidate: Any, required: set[str] = required, predicate: Any = predicate
-                    ) -> bool:
+                    def same_cause(candidate: Any, required: set[str] = required, predicate: Any = predicate) -> bool:
                         # a candidate that lost what separates this root cause from the passing
                         # instances fails for another reason, if at all: no drift to another defect
                         return keeps_features(candidate, required) and predicate(candidate)
@@ -209,30 +192,20 @@ def _reduce_all(
                         recheck = predicate.results[-1]
                         reduction.rechecked(recheck.outcome.value, recheck.message)
                         if reduction.stopped_because == RECLASSIFIED:
-                            print(
-                                f"{cause.id}: reclassified: today's Opera calls its example {reduction.recheck}",
-                                file=sys.stderr,
-                            )
+                            print(f"{cause.id}: reclassified: today's Opera calls its example {reduction.recheck}", file=sys.stderr)
                     if reduction.reduced is not reduction.original:
                         final = predicate.run(reduction.reduced)
                         still = final if predicate.matches(final) else None
                         if still is None:
-                            print(
-                                f"{cause.id}: the reduced instance no longer fails the same way; the report keeps the original",
-                                file=sys.stderr,
-                            )
+                            print(f"{cause.id}: the reduced instance no longer fails the same way; the report keeps the original", file=sys.stderr)
                     else:  # nothing kept: the original's re-check said whether it still fails
-                        still = (
-                            None if reduction.flaky or reduction.stopped_because == RECLASSIFIED else result
-                        )
+                        still = None if reduction.flaky or reduction.stopped_because == RECLASSIFIED else result
                     out[cause.id] = _Reduced(reduction, still)
                     bar.update(1)
     return out
 
 
-def _report(
-    cause: Any, result: TestResult, instance: Any, versions: dict[str, Any], out_dir: Path, scripts: bool
-) -> Any:
+def _report(cause: Any, result: TestResult, instance: Any, versions: dict[str, Any], out_dir: Path, scripts: bool) -> Any:
     from opera.run.targets import get_target
     from opera.templates import get_template
     from opera.triage.reports import CauseReport
@@ -248,9 +221,7 @@ def _report(
             from opera.reproduce.write import write_reproducer
 
             try:
-                path = write_reproducer(
-                    instance, target, result, out_dir / "reproducers", file_name=f"{cause.id}.py"
-                )
+                path = write_reproducer(instance, target, result, out_dir / "reproducers", file_name=f"{cause.id}.py")
             except Exception as exc:  # the library cannot rebuild it here: the report says so
                 print(f"{cause.id}: no reproducer ({type(exc).__name__}: {exc})", file=sys.stderr)
                 path = None

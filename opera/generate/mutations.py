@@ -205,9 +205,7 @@ def mutation_choices(
             choices.append(Choice(name, "optional:present"))
     if _window_sizes(inst):
         choices.extend(
-            Choice(name, "tensor:spatial")
-            for name, value in present.items()
-            if is_tensor(value) and len(value.shape) >= 3
+            Choice(name, "tensor:spatial") for name, value in present.items() if is_tensor(value) and len(value.shape) >= 3
         )
     return choices
 
@@ -347,9 +345,7 @@ def apply_mutation(
     return None
 
 
-def _redraw_values(
-    inst: OperatorInstance, name: str, value: Any, cls: str, rng: random.Random
-) -> Mutated | None:
+def _redraw_values(inst: OperatorInstance, name: str, value: Any, cls: str, rng: random.Random) -> Mutated | None:
     """``value``'s shape and dtype with values of class ``cls`` (exact: the class is the point)."""
     from opera.values import numpy_dtype
 
@@ -374,11 +370,7 @@ def _redraw_values(
         arr = gen.integers(-2 if dt.kind != "u" else 0, 3, size=shape).astype(dt)
     elif cls == "negative":
         magnitude = max(abs(low), abs(high), 1.0)
-        arr = (
-            (-gen.uniform(0.0, magnitude, size=shape)).astype(dt)
-            if floating
-            else -gen.integers(1, 4, size=shape).astype(dt)
-        )
+        arr = (-gen.uniform(0.0, magnitude, size=shape)).astype(dt) if floating else -gen.integers(1, 4, size=shape).astype(dt)
     elif cls == "special":
         pool = np.array([np.nan, np.inf, -np.inf, -0.0, 1.0, -1.0], np.float64)
         arr = pool[gen.integers(0, len(pool), size=shape)].astype(dt)
@@ -391,16 +383,11 @@ def _redraw_values(
         else:
             iinfo = np.iinfo(dt)
             picks = [iinfo.min, iinfo.max, 0]
-        arr = np.array(picks, dtype=np.float64 if floating else dt).astype(dt)[
-            gen.integers(0, len(picks), size=shape)
-        ]
+        arr = np.array(picks, dtype=np.float64 if floating else dt).astype(dt)[gen.integers(0, len(picks), size=shape)]
     else:
         return None
     # np.asarray, not np.ascontiguousarray: that one makes a 0-d tensor (Clip's min) 1-d
-    return Mutated(
-        set_parameter(inst, name, np.asarray(arr, order="C")),
-        f"{name} tensor:values:{cls} ({dtype}{list(shape)})",
-    )
+    return Mutated(set_parameter(inst, name, np.asarray(arr, order="C")), f"{name} tensor:values:{cls} ({dtype}{list(shape)})")
 
 
 def _spatial(inst: OperatorInstance, name: str, value: Any, rng: random.Random) -> Mutated | None:
@@ -417,10 +404,7 @@ def _spatial(inst: OperatorInstance, name: str, value: Any, rng: random.Random) 
     new = new_tensor(value, new_shape, tensor_dtype(value), rng)
     if new is None:
         return None
-    return Mutated(
-        set_parameter(inst, name, new),
-        f"{name} tensor:spatial (window {window}: {list(shape)} -> {list(new_shape)})",
-    )
+    return Mutated(set_parameter(inst, name, new), f"{name} tensor:spatial (window {window}: {list(shape)} -> {list(new_shape)})")
 
 
 def _mutate_tensor(

@@ -106,16 +106,9 @@ def run_harvest(
     specs = [get_source(library, name) for name in names]
     template = get_template(library) if validate else None
     out = Path(output)
-    summary = HarvestSummary(
-        library=library, output=out, sources=names, library_version=recorder.library_version()
-    )
+    summary = HarvestSummary(library=library, output=out, sources=names, library_version=recorder.library_version())
     started = time.monotonic()
-    head = {
-        "library": library,
-        "library_version": summary.library_version,
-        "sources": names,
-        **(header or {}),
-    }
+    head = {"library": library, "library_version": summary.library_version, "sources": names, **(header or {})}
     progress = _Progress(library, summary, disable=not options.show_progress)
     options = replace(options, on_event=progress.event)
     # Opened at the first instance (or at the end): by then a pytest-driven source has finished its
@@ -125,9 +118,7 @@ def run_harvest(
     def opened() -> CorpusWriter:
         nonlocal writer
         if writer is None:
-            writer = CorpusWriter(
-                out, header={**head, **({"pytest": summary.pytest} if summary.pytest else {})}
-            )
+            writer = CorpusWriter(out, header={**head, **({"pytest": summary.pytest} if summary.pytest else {})})
         return writer
 
     try:

@@ -62,9 +62,7 @@ class CorpusStats:
             "distinct_valid_apis": {lib: len(apis) for lib, apis in self.valid_apis.items()},
             "sources": dict(self.sources),
             "kinds": dict(self.kinds),
-            "valid_instances_per_api": {
-                lib: dict(sorted(apis.items())) for lib, apis in self.valid_apis.items()
-            },
+            "valid_instances_per_api": {lib: dict(sorted(apis.items())) for lib, apis in self.valid_apis.items()},
         }
 
     def render(self, top: int = 10) -> str:

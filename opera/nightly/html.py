@@ -122,9 +122,7 @@ def _rules_section(outcome: NightlyOutcome) -> str:
     ]
     if not rows:
         return '<p class="muted">none ran tonight (<code>--oracle</code> names them)</p>'
-    head = (
-        "<tr><th>target</th><th>oracle</th>" + "".join(f"<th>{_e(o)}</th>" for o in RULE_OUTCOMES) + "</tr>"
-    )
+    head = "<tr><th>target</th><th>oracle</th>" + "".join(f"<th>{_e(o)}</th>" for o in RULE_OUTCOMES) + "</tr>"
     found = [
         f"<tr><td>{_e(b.target)}</td><td class=n>{b.count}</td><td><code>{_e(b.signature)}</code></td>"
         f"<td><code>{_e(b.example_instance)}</code> ({_e(b.example_api)})</td></tr>"
@@ -146,10 +144,7 @@ def _changes_table(outcome: NightlyOutcome) -> str:
     kinds = list(ChangeKind)
     known = "<th>known (ledger)</th>" if outcome.ledger else ""  # new failures the ledger knows
     head = (
-        "<tr><th>target</th>"
-        + "".join(f"<th>{_e(k.value)}</th>" for k in kinds)
-        + known
-        + "<th>not rerun</th></tr>"
+        "<tr><th>target</th>" + "".join(f"<th>{_e(k.value)}</th>" for k in kinds) + known + "<th>not rerun</th></tr>"
     )
     rows = [
         f"<tr><td>{_e(n.target)}</td>"
@@ -354,11 +349,7 @@ def _ledger_sections(outcome: NightlyOutcome) -> list[str]:
         f"<td>{_e('; '.join(f.version_changes))}</td></tr>"
         for f in fixed
     )
-    upstream = (
-        f'<table id="fixed-upstream">{head}{rows}</table>'
-        if fixed
-        else '<p id="fixed-upstream" class="muted">none</p>'
-    )
+    upstream = f'<table id="fixed-upstream">{head}{rows}</table>' if fixed else '<p id="fixed-upstream" class="muted">none</p>'
     stale = [e for n in outcome.nights if n.known is not None for e in n.known.unmatched]
     unmatched = (
         '<ul id="ledger-unmatched">' + "".join(f"<li>{_e(e.describe())}</li>" for e in stale) + "</ul>"
@@ -366,7 +357,7 @@ def _ledger_sections(outcome: NightlyOutcome) -> list[str]:
         else '<p id="ledger-unmatched" class="muted">none</p>'
     )
     return [
-        f"<h2>Known failures (in the ledger <code>{_e(outcome.ledger)}</code>, not counted as new)</h2>",
+        f'<h2>Known failures (in the ledger <code>{_e(outcome.ledger)}</code>, not counted as new)</h2>',
         known,
         "<h2>Fixed upstream? (known last night, passing after a version change)</h2>",
         upstream,

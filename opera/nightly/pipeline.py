@@ -81,9 +81,7 @@ class TargetNight:
     prioritization_s: float
     # the run's signatures, with their reproducers' verdicts when re-run on their own
     bugs: list[BugRecord] = field(default_factory=list)
-    known: KnownTonight | None = (
-        None  # against the ledger (None: no ledger, or none of its entries is of this target)
-    )
+    known: KnownTonight | None = None  # against the ledger (None: no ledger, or none of its entries is of this target)
     # the oracles beside the reference (``--oracle``): rule -> outcome -> count; empty: none ran
     rule_counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -254,9 +252,7 @@ def run_nightly(
         for inst in kept:
             loaded.setdefault(inst.library, []).append(inst)
         corpus = {lib: files for lib, files in corpus.items() if lib in loaded}
-        notes.append(
-            f"note: {len(kept)} of {total} corpus instance(s) selected ({config.selection.describe()})"
-        )
+        notes.append(f"note: {len(kept)} of {total} corpus instance(s) selected ({config.selection.describe()})")
     for target, library in list(libraries.items()):
         if library not in corpus:
             notes.append(f"note: {target} skipped: no {library} instances in the corpus files")
@@ -389,10 +385,7 @@ def run_nightly(
 
 
 def _match_ledger(
-    ledger: Ledger,
-    outcome: NightlyOutcome,
-    previous: dict[str, RunRecord | None],
-    by_id: dict[str, OperatorInstance],
+    ledger: Ledger, outcome: NightlyOutcome, previous: dict[str, RunRecord | None], by_id: dict[str, OperatorInstance]
 ) -> None:
     """Each night against the ledger (``known.py``): the previous runs' results and the instances
     they need (from the corpus files those runs read, when not tonight's) are read here."""
@@ -500,8 +493,7 @@ def render_text(outcome: NightlyOutcome) -> str:
         groups = group_changes(
             c
             for c in cmp.changes
-            if c.kind in (ChangeKind.NEW_FAILURE, ChangeKind.FIXED, ChangeKind.CHANGED_SYMPTOM)
-            and c.known is None
+            if c.kind in (ChangeKind.NEW_FAILURE, ChangeKind.FIXED, ChangeKind.CHANGED_SYMPTOM) and c.known is None
         )
         for group in groups[:_TEXT_GROUPS]:
             lines.append(
@@ -512,14 +504,10 @@ def render_text(outcome: NightlyOutcome) -> str:
             lines.append(f"  ... {len(groups) - _TEXT_GROUPS} more groups (see the HTML report)")
         lines += _known_lines(night)
         if night.rule_counts:
-            failed = {
-                r: c.get("inconsistent", 0) + c.get("crash", 0) for r, c in sorted(night.rule_counts.items())
-            }
+            failed = {r: c.get("inconsistent", 0) + c.get("crash", 0) for r, c in sorted(night.rule_counts.items())}
             lines.append(
                 "  oracles: "
-                + ", ".join(
-                    f"{r} {n} failing of {sum(night.rule_counts[r].values())}" for r, n in failed.items()
-                )
+                + ", ".join(f"{r} {n} failing of {sum(night.rule_counts[r].values())}" for r, n in failed.items())
                 + f"; {len(night.rule_bugs())} signature(s) from them"
             )
         for kind in (ChangeKind.NEWLY_UNSUPPORTED, ChangeKind.NOW_SUPPORTED):
@@ -544,9 +532,7 @@ def render_text(outcome: NightlyOutcome) -> str:
             + (f"; {known} known failure(s) in the ledger, not counted" if known else "")
         )
     else:
-        lines.append(
-            "no new failures" + (f" ({known} known failure(s) in the ledger, not counted)" if known else "")
-        )
+        lines.append("no new failures" + (f" ({known} known failure(s) in the ledger, not counted)" if known else ""))
     all_bugs = [b for n in outcome.nights for b in n.bugs]
     if len(outcome.nights) > 1 and any(b.reproducer for b in all_bugs):
         from opera.reproduce.verify import summarize

@@ -268,9 +268,7 @@ def greedy_order(
         # integer counts in float64: exact, whatever the order of the chunks' additions
         freq = np.zeros(corpus.interner.count)
         for lo, hi, g0, g1 in _chunks(lengths):
-            freq += np.bincount(
-                flat[lo:hi], weights=np.repeat(sizes[g0:g1], lengths[g0:g1]), minlength=len(freq)
-            )
+            freq += np.bincount(flat[lo:hi], weights=np.repeat(sizes[g0:g1], lengths[g0:g1]), minlength=len(freq))
         with np.errstate(divide="ignore"):  # elements no group holds (precovered only): never read
             inverse = 1.0 / freq
         rarity = (_group_sums(flat, lengths, inverse) / safe_lengths).tolist()

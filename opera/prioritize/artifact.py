@@ -89,9 +89,7 @@ UNRECORDED = "<unrecorded>"  # the stand-in default of a Keras/PyTorch parameter
 UNKNOWN_SHAPE = "<opaque: shape not recorded>"
 TAIL_SEED = 1  # run_tcp.py: random.seed(1); random.shuffle(tests)
 # run_tcp.py preprocess_onnx_tc_from_file: "Skip the operators of aionnx_preview_training"
-ARTIFACT_SKIPPED_OPS = frozenset(
-    {"LinearRegressor", "Adagrad", "Adam", "ArrayFeatureExtractor", "Binarizer", "Momentum"}
-)
+ARTIFACT_SKIPPED_OPS = frozenset({"LinearRegressor", "Adagrad", "Adam", "ArrayFeatureExtractor", "Binarizer", "Momentum"})
 ONNX_IO_KEYS = ("input_shape", "input_dtype", "output_dtype", "output_shape")
 
 
@@ -243,9 +241,7 @@ class Selection:
         return new
 
 
-def distance(
-    params: dict[str, Any], singles: dict[str, list[Any]], pairs: dict[tuple[str, str], list[Any]]
-) -> float:
+def distance(params: dict[str, Any], singles: dict[str, list[Any]], pairs: dict[tuple[str, str], list[Any]]) -> float:
     """``TCDict.calc_distance``: max of the single and the pair distance; 0 without parameters."""
     n = len(params)
     if n == 0:
@@ -522,25 +518,17 @@ def operator_rates(
         if op in sut.cases:
             s_single, a_single = sut.singles[op], both.singles[op]
             for key in a_single:
-                r *= (
-                    1.0 * len(s_single[key]) / len(a_single[key])
-                    if key in s_single
-                    else 1.0 / len(a_single[key])
-                )
+                r *= 1.0 * len(s_single[key]) / len(a_single[key]) if key in s_single else 1.0 / len(a_single[key])
             s_pair, a_pair = sut.pairs[op], both.pairs[op]
             for pkey in a_pair:
-                r *= (
-                    1.0 * len(s_pair[pkey]) / len(a_pair[pkey]) if pkey in s_pair else 1.0 / len(a_pair[pkey])
-                )
+                r *= 1.0 * len(s_pair[pkey]) / len(a_pair[pkey]) if pkey in s_pair else 1.0 / len(a_pair[pkey])
         else:
             r = 0
         rates[op] = 1.0 - r
     return rates
 
 
-def rank_operators(
-    corpus: dict[str, list[ArtifactCase]], equipped: dict[str, list[ArtifactCase]]
-) -> list[str]:
+def rank_operators(corpus: dict[str, list[ArtifactCase]], equipped: dict[str, list[ArtifactCase]]) -> list[str]:
     """``TCDict.rank_layer``: descending equipped/corpus test count (0 when untested), stable."""
     ratio = {op: (len(equipped[op]) / len(tcs) if op in equipped else 0) for op, tcs in corpus.items()}
     return [op for op, _ in sorted(ratio.items(), key=lambda kv: kv[1], reverse=True)]

@@ -32,15 +32,7 @@ from typing import Any
 
 from opera.errors import OperaError
 
-__all__ = [
-    "COVERAGE_COMMAND",
-    "CoverageDataMissing",
-    "collection_seconds",
-    "frontend_dirs",
-    "load_coverage",
-    "main",
-    "measure",
-]
+__all__ = ["COVERAGE_COMMAND", "CoverageDataMissing", "collection_seconds", "frontend_dirs", "load_coverage", "main", "measure"]
 
 COVERAGE_COMMAND = "python -m opera.prioritize.coverage_data CORPUS... --target TARGET -o COVERAGE.json"
 
@@ -116,9 +108,7 @@ def measure(target_name: str, instances: Iterable[object], *, progress: bool = T
         raise OperaError(f"target {target_name} is unavailable here: {reason}")
     dirs = frontend_dirs(target)
     if not dirs:
-        raise OperaError(
-            f"target {target_name}: none of its frontend paths {target.frontend_paths} is installed"
-        )
+        raise OperaError(f"target {target_name}: none of its frontend paths {target.frontend_paths} is installed")
     template = get_template(target.library)
     tests: dict[str, list[str]] = {}
     failed: dict[str, str] = {}
@@ -173,9 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("corpus", nargs="+")
     parser.add_argument("--target", default="tvm-onnx", help="any compiler target (see `opera targets`)")
     parser.add_argument("--limit", type=int, default=None, help="measure only the first N instances")
-    parser.add_argument(
-        "--store", help="with --run: measure only the instances that run planned for the target"
-    )
+    parser.add_argument("--store", help="with --run: measure only the instances that run planned for the target")
     parser.add_argument("--run", type=int)
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args(argv)

@@ -269,11 +269,7 @@ def _onnx_input(shape: Any, dtype: Any, opaque_shapes: bool = False) -> Any:
         return None  # an omitted optional input
     if not isinstance(dtype, str):
         raise ValueError(f"bad input dtype {dtype!r}")
-    shaped = (
-        f"{OPAQUE_SHAPE_MARK}{list(shape) if isinstance(shape, (list, tuple)) else shape!r}"
-        if opaque_shapes
-        else ""
-    )
+    shaped = f"{OPAQUE_SHAPE_MARK}{list(shape) if isinstance(shape, (list, tuple)) else shape!r}" if opaque_shapes else ""
     if _ONNX_WRAPPED.match(dtype):
         return Opaque("onnx.value", f"{dtype} input (the equipped format holds no element shapes){shaped}")
     name = _ONNX_DTYPES.get(dtype)
@@ -318,11 +314,7 @@ def _onnx_outputs(shapes: Any, dtypes: Any) -> tuple[str, ...] | None:
     dtypes without a numpy name keep their ONNX name). Not part of the instance's identity; the
     ``opera-artifact`` strategy reads it (the artifact counts output shapes and dtypes as parameters).
     None when the record has no (or inconsistent) output fields."""
-    if (
-        not isinstance(shapes, (list, tuple))
-        or not isinstance(dtypes, (list, tuple))
-        or len(shapes) != len(dtypes)
-    ):
+    if not isinstance(shapes, (list, tuple)) or not isinstance(dtypes, (list, tuple)) or len(shapes) != len(dtypes):
         return None
     out: list[str] = []
     for shape, dtype in zip(shapes, dtypes, strict=True):

@@ -130,9 +130,7 @@ class OperatorHistory:
         for path in paths:
             same = evaluated is not None and Path(path).resolve() == evaluated[0].resolve()
             try:
-                histories.append(
-                    cls.from_store(path, target, exclude=[evaluated[1]] if same and evaluated else ())
-                )
+                histories.append(cls.from_store(path, target, exclude=[evaluated[1]] if same and evaluated else ()))
             except OperaError:
                 if not same or len(paths) == 1:
                     raise
@@ -146,11 +144,7 @@ class OperatorHistory:
 
     @classmethod
     def from_store(
-        cls,
-        path: str | os.PathLike[str],
-        target: str,
-        runs: Sequence[int] | None = None,
-        exclude: Sequence[int] = (),
+        cls, path: str | os.PathLike[str], target: str, runs: Sequence[int] | None = None, exclude: Sequence[int] = ()
     ) -> OperatorHistory:
         """The history of ``target`` in the store at ``path`` (``runs``: only those; ``exclude``:
         not those, e.g. the run being evaluated). ``OperaError`` (one line) on a store that cannot
@@ -168,9 +162,7 @@ class OperatorHistory:
             raise
         except Exception as exc:
             raise OperaError(f"history store {p} cannot be read: {type(exc).__name__}: {exc}") from None
-        instances = instances_by_id(
-            (c for run in chosen for c in run.corpus), {r.instance_id for r in results}
-        )
+        instances = instances_by_id((c for run in chosen for c in run.corpus), {r.instance_id for r in results})
         history = cls.from_results(target, results, source=str(p), instances=instances)
         if not history.tests:
             raise OperaError(f"history store {p} has no test on target {target}: nothing to learn from")

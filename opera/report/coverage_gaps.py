@@ -149,9 +149,7 @@ def coverage_gaps(
         row = rows.get((r.target, r.api, feature))
         if row is None:
             evidence = normalize_message(_missing_line(r.message), limit=200)
-            rows[(r.target, r.api, feature)] = CoverageGap(
-                r.target, r.api, feature, r.instance_id, evidence, [r.instance_id]
-            )
+            rows[(r.target, r.api, feature)] = CoverageGap(r.target, r.api, feature, r.instance_id, evidence, [r.instance_id])
         else:
             row.instances.append(r.instance_id)
     return sorted(rows.values(), key=lambda g: (g.target, -g.tests, g.api, g.feature))
@@ -163,12 +161,7 @@ def _missing_line(message: str) -> str:
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     for line in reversed(lines):
         lower = line.lower()
-        if (
-            "not supported" in lower
-            or "no conversion rule" in lower
-            or "unsupported" in lower
-            or "not implemented" in lower
-        ):
+        if "not supported" in lower or "no conversion rule" in lower or "unsupported" in lower or "not implemented" in lower:
             return line
     return lines[0] if lines else ""
 
@@ -177,9 +170,7 @@ def gap_table_lines(gaps: list[CoverageGap]) -> list[str]:
     """The per-target table (operator x feature) as text lines, for `opera bugs` and logs."""
     if not gaps:
         return ["coverage gaps: none"]
-    lines = [
-        f"coverage gaps ({len(gaps)} operator x feature rows; not bugs: the frontend does not implement these)"
-    ]
+    lines = [f"coverage gaps ({len(gaps)} operator x feature rows; not bugs: the frontend does not implement these)"]
     width_api = max(len(g.api) for g in gaps)
     width_feature = max(len(g.feature) for g in gaps)
     target = None

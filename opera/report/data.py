@@ -129,6 +129,4 @@ def key_bugs_by_root_cause(data: RunData, instances: Mapping[str, OperatorInstan
     for name, tests in data.targets.items():
         mine = [r for r in results if r.target == name]
         cause_of = {iid: cause.id for cause in find_root_causes(mine, instances) for iid in cause.instances}
-        tests.bug_of = {
-            iid: (cause_of.get(iid, sig) if sig is not None else None) for iid, sig in tests.bug_of.items()
-        }
+        tests.bug_of = {iid: (cause_of.get(iid, sig) if sig is not None else None) for iid, sig in tests.bug_of.items()}

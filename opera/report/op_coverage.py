@@ -107,9 +107,7 @@ class OperatorLevelCoverage:
         }
 
 
-def operator_level_coverage(
-    measured: CoverageSets, block: CoverageSets, n_maxspc: int = N_MAXSPC
-) -> OperatorLevelCoverage:
+def operator_level_coverage(measured: CoverageSets, block: CoverageSets, n_maxspc: int = N_MAXSPC) -> OperatorLevelCoverage:
     """OTC, IDC, ODC, SPC and OLC of ``measured`` against the block corpus ``block`` (which should
     contain it: the union of everything compared)."""
     ops = sorted(block.operators)
@@ -120,9 +118,7 @@ def operator_level_coverage(
         return len(have & of) / len(of) if of else 1.0
 
     idc = sum(ratio(measured.input_degrees.get(op, set()), block.input_degrees[op]) for op in ops) / len(ops)
-    odc = sum(
-        ratio(measured.output_degrees.get(op, set()), block.output_degrees.get(op, set())) for op in ops
-    ) / len(ops)
+    odc = sum(ratio(measured.output_degrees.get(op, set()), block.output_degrees.get(op, set())) for op in ops) / len(ops)
     spc = sum(min(len(measured.vectors.get(op, ())), n_maxspc) / n_maxspc for op in ops) / len(ops)
     present = len(measured.operators & set(ops))
     return OperatorLevelCoverage(len(measured.operators), len(ops), present / len(ops), idc, odc, spc)

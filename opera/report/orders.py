@@ -65,9 +65,7 @@ class OrderSettings:
     seed: int = 0  # seed of the other seeded strategies (fast)
     precover_equipped: bool = True
     zero_case: str = "untested-first"
-    history: str | Sequence[str] | None = (
-        None  # results stores of earlier runs (the opera strategy's scores, merged)
-    )
+    history: str | Sequence[str] | None = None  # results stores of earlier runs (the opera strategy's scores, merged)
 
 
 def ordered_strategy_names(names: Sequence[str] | None) -> list[str]:
@@ -195,9 +193,7 @@ def strategy_orders(
                     bar.set_postfix_str(
                         f"{target} {name}" + (f" seed {seed}" if len(seeds) > 1 else ""), refresh=False
                     )
-                    ordering = prioritize(
-                        own, name, _context(target, library, equipped, settings, seed, history)
-                    )
+                    ordering = prioritize(own, name, _context(target, library, equipped, settings, seed, history))
                     orders.append(
                         StrategyOrder(
                             name,

@@ -320,10 +320,7 @@ def classify(outcome: Outcome | str, signature: str, run: ScriptRun) -> tuple[st
     assert code is not None
     if outcome is Outcome.TIMEOUT:  # it ended, given HANG_CONFIRM_FACTOR times the run's limit
         if code == 0:
-            return (
-                NOT_REPRODUCED,
-                f"slow, not a hang: finished after {run.seconds:.0f} s and the outputs match",
-            )
+            return NOT_REPRODUCED, f"slow, not a hang: finished after {run.seconds:.0f} s and the outputs match"
         if raised:
             did = f"then raised {exception}"
         elif code < 0:

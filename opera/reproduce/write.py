@@ -166,7 +166,6 @@ print(f"not reproduced (expected {{EXPECTED_OUTCOME}}): outputs match the refere
 sys.exit(0)
 '''
 
-
 def _oracle_source() -> str:
     """The oracle's own comparison functions as source, for a script that has numpy but not Opera
     (one definition: a reproducer judges exactly as the run did)."""

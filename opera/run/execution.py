@@ -57,20 +57,13 @@ __all__ = [
     "warm_up_instance",
 ]
 
-
 def instance_size(inst: OperatorInstance) -> int:
     """How big an instance is, to keep the smallest reproducer per bug: its JSON length."""
     return len(inst.to_line())
 
 
 def _base(inst: OperatorInstance, target: str) -> dict[str, Any]:
-    return {
-        "instance_id": inst.id,
-        "api": inst.api,
-        "target": target,
-        "source_suite": inst.source.suite,
-        "source_test": inst.source.test,
-    }
+    return {"instance_id": inst.id, "api": inst.api, "target": target, "source_suite": inst.source.suite, "source_test": inst.source.test}
 
 
 def invalid_result(inst: OperatorInstance, target: str, reason: str) -> TestResult:
@@ -87,11 +80,7 @@ def dead_worker_result(
     library's fault: the instance is ``invalid``, not a compiler bug."""
     inst = task.instance
     if stage is Stage.REFERENCE or library:
-        where = (
-            "on the reference run"
-            if stage is Stage.REFERENCE
-            else "making what the frontend consumes (its exporter)"
-        )
+        where = "on the reference run" if stage is Stage.REFERENCE else "making what the frontend consumes (its exporter)"
         what = "did not finish" if cause == "timeout" else f"failed natively ({cause})"
         return TestResult(
             **_base(inst, task.target),
@@ -130,12 +119,8 @@ def rule_death_result(
     else:
         kind = "timeout" if cause == "timeout" else "native-crash"
         found["outcome"] = "crash"
-        found["signature"] = f"{kind}:{partial.target}:rule={rule}:{partial.api}" + (
-            "" if kind == "timeout" else f":{cause}"
-        )
-        found["message"] = first_lines(
-            f"the worker died ({cause}) in rule {rule}; the test's own verdict stands: {message}", 2000
-        )
+        found["signature"] = f"{kind}:{partial.target}:rule={rule}:{partial.api}" + ("" if kind == "timeout" else f":{cause}")
+        found["message"] = first_lines(f"the worker died ({cause}) in rule {rule}; the test's own verdict stands: {message}", 2000)
     rules = {**(partial.extra.get("rules") or {}), rule: found}
     return dataclasses.replace(partial, duration=duration, extra={**partial.extra, "rules": rules})
 
@@ -196,10 +181,7 @@ class WorkerState:
         try:
             result, _ = _execute_test(TestTask(-1, inst, target_name), self, lambda stage: None)
         except Exception as exc:  # never a verdict: the test that follows is judged on its own
-            print(
-                f"opera worker: warm-up op {inst.api} on {target_name} failed: {type(exc).__name__}: {exc}",
-                flush=True,
-            )
+            print(f"opera worker: warm-up op {inst.api} on {target_name} failed: {type(exc).__name__}: {exc}", flush=True)
             return
         if result.outcome is not Outcome.PASS:
             print(
@@ -218,16 +200,10 @@ def warm_up_instance(library: str) -> OperatorInstance | None:
     source = Source(suite="opera-warm-up", test="warm-up")
     if library == "torch":
         return OperatorInstance(
-            library=library,
-            api="torch.nn.functional.relu",
-            kind=InstanceKind.FUNCTION,
-            args=(x,),
-            source=source,
+            library=library, api="torch.nn.functional.relu", kind=InstanceKind.FUNCTION, args=(x,), source=source
         )
     if library == "keras":
-        return OperatorInstance(
-            library=library, api="keras.layers.ReLU", kind=InstanceKind.MODULE, inputs=(x,), source=source
-        )
+        return OperatorInstance(library=library, api="keras.layers.ReLU", kind=InstanceKind.MODULE, inputs=(x,), source=source)
     if library == "onnx":
         return OperatorInstance(
             library=library,
@@ -279,9 +255,7 @@ class _Context:
     reference: list[np.ndarray]
 
 
-def library_reference(
-    inst: OperatorInstance, state: WorkerState
-) -> tuple[Any, list[Any], list[np.ndarray], Any]:
+def library_reference(inst: OperatorInstance, state: WorkerState) -> tuple[Any, list[Any], list[np.ndarray], Any]:
     """The instance built with the run's options and run twice in its library: (the built model
     with fresh inputs, the pristine inputs, the reference, the comparison of the two runs). What
     the library raises propagates: the caller calls the instance invalid (or runs it alone)."""
@@ -389,17 +363,13 @@ def _execute_test(
         return _harness_error(finish, Stage.COMPARE, wrapped, task.target), context
     if state.settings.rules:
 
-        def before(
-            name: str, done: dict[str, dict[str, Any]], step: str, _result: TestResult = result
-        ) -> None:
+        def before(name: str, done: dict[str, dict[str, Any]], step: str, _result: TestResult = result) -> None:
             if report_rule is not None:
                 partial = dataclasses.replace(_result, extra={**_result.extra, "rules": done})
                 partial.duration = time.perf_counter() - started
                 report_rule(name, partial, step)
 
-        rules = _run_rules(
-            state, target, built, converted, compiled, pristine, reference, outputs, result, before
-        )
+        rules = _run_rules(state, target, built, converted, compiled, pristine, reference, outputs, result, before)
         result.extra["rules"] = rules
         result.duration = time.perf_counter() - started
     return result, context
@@ -425,11 +395,7 @@ def _run_rules(
     inst = built.instance
     template = get_template(inst.library)
     options = _build_options(inst, state.settings)
-    comparable = result.outcome not in (
-        Outcome.NONDETERMINISTIC,
-        Outcome.UNDEFINED,
-        Outcome.UNSTABLE_REFERENCE,
-    )
+    comparable = result.outcome not in (Outcome.NONDETERMINISTIC, Outcome.UNDEFINED, Outcome.UNSTABLE_REFERENCE)
     ctx = RuleContext(
         target=target,
         built=built,
@@ -445,9 +411,7 @@ def _run_rules(
         values_comparable=comparable and not state.oracle.is_random(inst.api),
         undefined=judge_undefined_values(state.oracle, built, pristine, reference),
     )
-    write = (
-        functools.partial(_write_rule_reproducer, state, result) if state.settings.reproducer_dir else None
-    )
+    write = functools.partial(_write_rule_reproducer, state, result) if state.settings.reproducer_dir else None
     return run_rules(state.settings.rules, ctx, before, write)
 
 
@@ -467,13 +431,7 @@ def _write_rule_reproducer(state: WorkerState, test: TestResult, rule: Any) -> s
     )
     name = f"{test.instance_id}-{test.target}-{rule.rule}"
     return _write_script(
-        state.settings.reproducer_dir,
-        name,
-        evidence.built.instance,
-        evidence.target,
-        failed,
-        evidence.built,
-        evidence.expected,
+        state.settings.reproducer_dir, name, evidence.built.instance, evidence.target, failed, evidence.built, evidence.expected
     )
 
 
@@ -494,9 +452,7 @@ def _masked_crash(
     return {"signature": signature, "stage": Stage.COMPILE.value, "message": traceback_text(exc)}
 
 
-def _harness_error(
-    finish: Callable[..., TestResult], stage: Stage, exc: Exception, target: str
-) -> TestResult:
+def _harness_error(finish: Callable[..., TestResult], stage: Stage, exc: Exception, target: str) -> TestResult:
     tb = "".join(traceback.format_exception(exc.__cause__ or exc, limit=-8))
     return finish(
         Outcome.HARNESS_ERROR,
@@ -513,13 +469,7 @@ def _write_reproducer(
     assert state.settings.reproducer_dir is not None
     name = f"{task.instance.id}-{task.target}"
     return _write_script(
-        state.settings.reproducer_dir,
-        name,
-        task.instance,
-        state.target(task.target),
-        result,
-        context.built,
-        context.reference,
+        state.settings.reproducer_dir, name, task.instance, state.target(task.target), result, context.built, context.reference
     )
 
 
@@ -539,19 +489,10 @@ def _write_script(
     temp = Path(directory) / "tmp"
     try:
         path = write_reproducer(
-            instance,
-            target,
-            result,
-            temp,
-            built=built,
-            reference=reference,
-            file_name=f"{name}-{os.getpid()}.py",
+            instance, target, result, temp, built=built, reference=reference, file_name=f"{name}-{os.getpid()}.py"
         )
     except Exception as exc:
-        print(
-            f"opera: could not write a reproducer for {result.instance_id} on {result.target}: {exc}",
-            flush=True,
-        )
+        print(f"opera: could not write a reproducer for {result.instance_id} on {result.target}: {exc}", flush=True)
         return None
     return str(path) if path is not None else None
 
@@ -564,9 +505,7 @@ def _reproduce_only(task: TestTask, state: WorkerState) -> str | None:
         return None
     try:
         template = get_template(task.instance.library)
-        built = template.build(
-            task.instance, state.settings.seed, **_build_options(task.instance, state.settings)
-        )
+        built = template.build(task.instance, state.settings.seed, **_build_options(task.instance, state.settings))
         pristine = _copies(built.inputs)
         reference = template.reference(built)
         built.inputs = pristine

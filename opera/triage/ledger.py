@@ -202,9 +202,7 @@ class LedgerMatch:
         out += [f"ledger {path}: {e.describe()}: matched no root cause" for e in self.unmatched]
         if self.unchecked:
             targets = ", ".join(sorted({e.target for e in self.unchecked}))
-            out.append(
-                f"ledger {path}: {len(self.unchecked)} entry(ies) of other targets not checked ({targets})"
-            )
+            out.append(f"ledger {path}: {len(self.unchecked)} entry(ies) of other targets not checked ({targets})")
         return out
 
 
@@ -230,10 +228,7 @@ class Ledger:
         candidates = [e for e in self.entries if e.matches_keys(cause) and e.id not in taken]
         if not candidates:
             return None
-        return max(
-            candidates,
-            key=lambda e: (e.signature is not None, len(e.features), e.error is not None, -e.index),
-        )
+        return max(candidates, key=lambda e: (e.signature is not None, len(e.features), e.error is not None, -e.index))
 
     def classify(self, causes: Iterable[RootCause], targets: Iterable[str] | None = None) -> LedgerMatch:
         """Known and new root causes, and the entries that matched none of them. ``targets``: the
@@ -265,9 +260,7 @@ def load_ledger(path: str | Path) -> Ledger:
     data = read_toml(path, "ledger")
     unknown = sorted(set(data) - {"bug"})
     if unknown:
-        raise OperaError(
-            f"ledger {path}: unknown top-level key(s) {', '.join(unknown)} (entries are [[bug]] tables)"
-        )
+        raise OperaError(f"ledger {path}: unknown top-level key(s) {', '.join(unknown)} (entries are [[bug]] tables)")
     raw = data.get("bug", [])
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise OperaError(f"ledger {path}: 'bug' must be an array of tables: write each entry as [[bug]]")
@@ -314,9 +307,7 @@ def _entry(path: Path, index: int, item: dict[str, Any]) -> Entry:
     signature = text("signature")
     error = text("error")
     if ident is None and signature is None and error is None:
-        raise fail(
-            "needs 'id' (a root cause id from `opera triage`), 'signature' or 'error' to match anything"
-        )
+        raise fail("needs 'id' (a root cause id from `opera triage`), 'signature' or 'error' to match anything")
     if signature is None and error is not None and len(error) < MIN_ERROR_ONLY:
         raise fail(
             f"error {error!r} without a signature is too short to name one defect "
@@ -371,9 +362,7 @@ def _check_unique(path: Path, entries: list[Entry]) -> None:
             continue
         key = (entry.target, entry.signature, frozenset(entry.features), entry.error)
         if key in keys:
-            raise OperaError(
-                f"ledger {path}: {entry.name}: the same target, signature, features and error as {keys[key].name}"
-            )
+            raise OperaError(f"ledger {path}: {entry.name}: the same target, signature, features and error as {keys[key].name}")
         keys[key] = entry
 
 

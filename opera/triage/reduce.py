@@ -116,9 +116,7 @@ class Reduction:
     candidates: int = 0  # candidates run through still_fails (the first re-check not counted)
     accepted: int = 0
     seconds: float = 0.0
-    stopped_because: str = (
-        FIXED_POINT  # fixed point | budget | max candidates | flaky | reclassified | error: ...
-    )
+    stopped_because: str = FIXED_POINT  # fixed point | budget | max candidates | flaky | reclassified | error: ...
     flaky: bool = False
     # flaky or reclassified: what the original's re-check gave ("undefined: ...")
     recheck: str = ""
@@ -389,7 +387,7 @@ def _drop_leading(last: bool = False) -> Change:
         if not shape or shape[0] is None:
             return None
         if isinstance(value, TensorSpec):
-            return None if last else (dataclasses.replace(value, shape=shape[1:]), "")
+            return (None if last else (dataclasses.replace(value, shape=shape[1:]), ""))
         if shape[0] == 0 or (last and shape[0] < 2):  # nothing to keep / the same as the first
             return None
         return np.array(value[-1 if last else 0], dtype=value.dtype), " (the last one)" if last else ""
@@ -586,9 +584,7 @@ def _value_candidates(value: np.ndarray | TensorSpec) -> list[tuple[Any, str]]:
         from opera.values import dtype_name
 
         with contextlib.suppress(Exception):
-            spec = TensorSpec(
-                dtype_name(arr.dtype), tuple(int(d) for d in arr.shape), seed=0, low=0.0, high=0.0
-            )
+            spec = TensorSpec(dtype_name(arr.dtype), tuple(int(d) for d in arr.shape), seed=0, low=0.0, high=0.0)
             out.append((spec, "values -> zeros (generated)"))
     out.append((np.zeros_like(arr), "values -> zeros"))
     out.append((np.ones_like(arr), "values -> ones"))
@@ -658,9 +654,7 @@ def _moves(inst: OperatorInstance) -> list[Move]:
     tensors = [(p, v) for p, v in _all_values(inst) if _is_tensor(v)]
     ranks = sorted({len(_shape(v)) for _, v in tensors if len(_shape(v)) > 0}, reverse=True)
     for rank in ranks[:1]:
-        moves.append(
-            _joint_move(f"rank {rank} -> {rank - 1} (leading dim dropped)", _of_rank(rank, _drop_leading()))
-        )
+        moves.append(_joint_move(f"rank {rank} -> {rank - 1} (leading dim dropped)", _of_rank(rank, _drop_leading())))
     for path, value in tensors:
         if len(_shape(value)) > 0:
             moves += [_shape_move(path, _drop_leading()), _shape_move(path, _drop_leading(last=True))]
@@ -678,10 +672,7 @@ def _moves(inst: OperatorInstance) -> list[Move]:
             half = d - d // 2  # ceil(d / 2): an odd size's two halves share the middle entry
             moves += [_shape_move(path, _set_dim(i, 1)), _shape_move(path, _set_dim(i, 1, last=True))]
             if half > 1:
-                moves += [
-                    _shape_move(path, _set_dim(i, half)),
-                    _shape_move(path, _set_dim(i, half, last=True)),
-                ]
+                moves += [_shape_move(path, _set_dim(i, half)), _shape_move(path, _set_dim(i, half, last=True))]
     for path, value in tensors:
         moves += [_value_move(path, k) for k in range(len(_value_candidates(value)))]
     for path, value in _all_values(inst):

@@ -100,18 +100,10 @@ def render_report(report: CauseReport) -> str:
         )
     lines += ["", "### Actual behavior", ""]
     if result.outcome is Outcome.INCONSISTENT:
-        distance = (
-            f"Chebyshev distance {result.distance:.6g}" if result.distance is not None else "outputs differ"
-        )
+        distance = f"Chebyshev distance {result.distance:.6g}" if result.distance is not None else "outputs differ"
         lines += [f"{distance}:", "", "```", result.message.strip()[:1500], "```"]
     else:
-        lines += [
-            f"{_what_fails(cause, result)} at stage {result.stage.value}:",
-            "",
-            "```",
-            _short_paths(result.message.strip()[-2500:]),
-            "```",
-        ]
+        lines += [f"{_what_fails(cause, result)} at stage {result.stage.value}:", "", "```", _short_paths(result.message.strip()[-2500:]), "```"]
     lines += ["", "### Steps to reproduce", ""]
     if report.reproducer:
         lines += [

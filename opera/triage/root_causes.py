@@ -242,7 +242,9 @@ def _kind_rank(feature: str) -> int:
     return _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
 
 
-def _explain(failing: dict[str, set[str]], passing: list[set[str]]) -> dict[str, tuple[str, ...]]:
+def _explain(
+    failing: dict[str, set[str]], passing: list[set[str]]
+) -> dict[str, tuple[str, ...]]:
     """For each failing instance id, the feature (or pair) that explains it: present in it and in
     no passing instance; greedily the fewest features covering the most failures."""
     if not passing:
@@ -264,13 +266,7 @@ def _explain(failing: dict[str, set[str]], passing: list[set[str]]) -> dict[str,
     while uncovered and candidates:
         best = min(
             candidates,
-            key=lambda c: (
-                -len(candidates[c] & uncovered),
-                len(c),
-                max(_kind_rank(f) for f in c),
-                len("".join(c)),
-                c,
-            ),
+            key=lambda c: (-len(candidates[c] & uncovered), len(c), max(_kind_rank(f) for f in c), len("".join(c)), c),
         )
         covered = candidates.pop(best) & uncovered
         if not covered:
@@ -342,9 +338,7 @@ def find_root_causes(
             error = (
                 error_line(r.message)
                 if r.outcome is Outcome.CRASH
-                else native_error_line(r.message)
-                if r.outcome is Outcome.NATIVE_CRASH
-                else ""
+                else native_error_line(r.message) if r.outcome is Outcome.NATIVE_CRASH else ""
             )
             groups[(r.target, r.signature, error, r.api)].append(r)
 
@@ -368,9 +362,7 @@ def find_root_causes(
                 part.apis.append(api)
             part.instances.append(r.instance_id)
     merged = _merge(list(parts.values()))
-    size = {
-        r.instance_id: len(instances[r.instance_id].to_line()) for r in results if r.instance_id in instances
-    }
+    size = {r.instance_id: len(instances[r.instance_id].to_line()) for r in results if r.instance_id in instances}
     for cause in merged:
         cause.example = min(cause.instances, key=lambda i: (size.get(i, 1 << 30), i))
         cause.signatures.sort()

@@ -146,9 +146,7 @@ def load_oracle_config(path: str | Path | None = None) -> OracleConfig:
     by_dtype = {k: _check_table(f"dtype.{k}", v) for k, v in data.get("dtype", {}).items()}
     by_target = _declared_tolerances()
     for name, table in data.get("target", {}).items():
-        by_target[name] = _merge_tables(
-            by_target.get(name, {}), _check_table(f"target.{name}", table, allow_dtype=True)
-        )
+        by_target[name] = _merge_tables(by_target.get(name, {}), _check_table(f"target.{name}", table, allow_dtype=True))
     random_table = data.get("random", {})
     if not isinstance(random_table, dict) or set(random_table) - {"apis"}:
         raise OperaError(f"oracle config {config_path}: [random] holds only `apis = [...]`")
@@ -215,9 +213,7 @@ def _undefined_rules(config_path: Path, tables: Any) -> tuple[UndefinedRule, ...
             if not isinstance(value, dict) or not all(isinstance(v, list) for v in value.values()):
                 raise OperaError(f"{where}: {key} = {{argument = [values, ...]}}, not {value!r}")
         positions = table.get("positions", {})
-        if not isinstance(positions, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in positions.values()
-        ):
+        if not isinstance(positions, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in positions.values()):
             raise OperaError(f"{where}: positions = {{argument = index}}, not {positions!r}")
         options = {key: value for key, value in table.items() if key not in ("apis", "when", "reason")}
         rules.append(UndefinedRule(patterns, str(when), reason.strip(), options))

@@ -35,15 +35,7 @@ import numpy as np
 
 from opera.values import TensorSpec
 
-__all__ = [
-    "CONDITIONS",
-    "SignFreeVectors",
-    "UndefinedRule",
-    "Undefinedness",
-    "find_undefined",
-    "mask_undefined",
-    "outside_domain",
-]
+__all__ = ["CONDITIONS", "SignFreeVectors", "UndefinedRule", "Undefinedness", "find_undefined", "mask_undefined", "outside_domain"]
 
 # One entry per output: True (all values undefined), False (all defined) or a boolean mask.
 OutputMasks = list[Any]
@@ -85,6 +77,7 @@ class UndefinedRule:
             if value is not _ABSENT and any(_same(value, e) for e in excluded):
                 return False
         return True
+
 
 
 _ABSENT = object()
@@ -351,12 +344,7 @@ def _tied_indices(case: _Case, options: dict[str, Any]) -> OutputMasks | None:
 def _values_at_indices(case: _Case, data: np.ndarray, indices: np.ndarray) -> np.ndarray | None:
     """The data's values that an index output names along its ``dim`` (None: not of that form)."""
     dim = case.kwargs.get("dim", case.args[1] if len(case.args) > 1 and isinstance(case.args[1], int) else -1)
-    if (
-        not isinstance(dim, int)
-        or data.ndim == 0
-        or indices.shape != data.shape
-        or indices.dtype.kind not in "iu"
-    ):
+    if not isinstance(dim, int) or data.ndim == 0 or indices.shape != data.shape or indices.dtype.kind not in "iu":
         return None
     try:
         return np.take_along_axis(data, indices.astype(np.int64), axis=dim)
@@ -527,11 +515,7 @@ def find_undefined(
     this test, as masks; None if none does."""
     case = _Case(api, kwargs, inputs, reference, opset, tuple(args))
     for rule in rules:
-        if (
-            rule.kind != kind
-            or not rule.applies_to(api, opset)
-            or not rule.arguments_match(kwargs, case.args)
-        ):
+        if rule.kind != kind or not rule.applies_to(api, opset) or not rule.arguments_match(kwargs, case.args):
             continue
         masks = CONDITIONS[rule.when](case, rule.options)
         if masks is not None:
@@ -569,9 +553,7 @@ def mask_undefined(
         elif isinstance(mask, SignFreeVectors):
             out.append(_aligned(ref_arr, act_arr, mask, index, flips))
         elif mask is True:
-            out.append(
-                ref_arr.astype(act_arr.dtype, copy=True) if ref_arr.dtype != act_arr.dtype else ref_arr.copy()
-            )
+            out.append(ref_arr.astype(act_arr.dtype, copy=True) if ref_arr.dtype != act_arr.dtype else ref_arr.copy())
         else:
             merged = act_arr.copy()
             merged[mask] = ref_arr.astype(act_arr.dtype)[mask]
@@ -580,9 +562,7 @@ def mask_undefined(
     return out
 
 
-def _aligned(
-    ref: np.ndarray, act: np.ndarray, mask: SignFreeVectors, index: int, flips: dict[int, np.ndarray]
-) -> np.ndarray:
+def _aligned(ref: np.ndarray, act: np.ndarray, mask: SignFreeVectors, index: int, flips: dict[int, np.ndarray]) -> np.ndarray:
     """``act`` with each vector's sign turned to the reference's (or to the flips of the output it
     follows) and its undefined vectors replaced by the reference's."""
     along = ref.ndim + mask.axis  # the entries' axis

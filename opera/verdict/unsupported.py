@@ -86,10 +86,7 @@ def _declared_patterns() -> dict[str, tuple[re.Pattern[str], ...]]:
 
 def load_unsupported(path: str | Path | None = None) -> UnsupportedPatterns:
     config_path, data = read_config(
-        path,
-        DEFAULT_UNSUPPORTED_PATH,
-        "unsupported config",
-        {"common", "compiler", "target", "target_patterns"},
+        path, DEFAULT_UNSUPPORTED_PATH, "unsupported config", {"common", "compiler", "target", "target_patterns"}
     )
     use_declared = data.get("target_patterns", True)
     if not isinstance(use_declared, bool):

@@ -30,21 +30,14 @@ PICK: list[tuple[str, str, int | None, Callable[[dict[str, Any]], bool]]] = [
     ("test_layer_norm", "onnx::LayerNormalization", 17, lambda i: "bfloat16" in json.dumps(i["inputs"])),
     ("test_optional_has_element_empty", "onnx::Optional", None, lambda i: True),
     ("test_quantizelinear_integer_saturate[21]", "onnx::QuantizeLinear", 21, lambda i: True),
-    (
-        "test_composite_reduce_funcs_axes_attr_ir",
-        "onnx::ReduceL1",
-        13,
-        lambda i: i["kwargs"].get("axes") == [1] and i.get("valid") is not False,
-    ),
+    ("test_composite_reduce_funcs_axes_attr_ir", "onnx::ReduceL1", 13, lambda i: i["kwargs"].get("axes") == [1] and i.get("valid") is not False),
     (
         "test_composite_reduce_funcs_axes_input_ir",
         "onnx::ReduceL2",
         18,
-        lambda i: (
-            i["kwargs"].get("noop_with_empty_axes") == 1
-            and '"shape": [0]' in json.dumps(i["inputs"])
-            and i.get("valid") is not False
-        ),
+        lambda i: i["kwargs"].get("noop_with_empty_axes") == 1
+        and '"shape": [0]' in json.dumps(i["inputs"])
+        and i.get("valid") is not False,
     ),
 ]
 

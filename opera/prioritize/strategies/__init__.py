@@ -30,7 +30,6 @@ __all__ = [
     "strategy_names",
 ]
 
-
 class UnknownStrategy(OperaError):
     pass
 

@@ -187,7 +187,6 @@ class Executor(Protocol):
 
 ExecutorFactory = Callable[[int, WorkerSettings], Executor]
 
-
 @dataclass(frozen=True)
 class ExecutorRequest:
     """What a run asks of an executor before it starts (``prepare`` checks it: one clear

@@ -173,9 +173,7 @@ def _execute_batch(task: TestTask, state: Any, conn: Connection) -> TaskOutcome:
     except (BrokenPipeError, EOFError):
         raise
     except Exception as exc:
-        print(
-            f"opera worker: batch of {task.size} on {task.target} failed in Opera's code: {exc}", flush=True
-        )
+        print(f"opera worker: batch of {task.size} on {task.target} failed in Opera's code: {exc}", flush=True)
         return TaskOutcome(task, extra={"decided": [], "alone": list(task.members), "note": str(exc)})
     if batch.note:
         print(f"opera worker: batch of {task.size} on {task.target}: {batch.note}", flush=True)
@@ -242,9 +240,7 @@ def _confirmed(outcome: TaskOutcome) -> TaskOutcome:
     task, result = outcome.task, outcome.result
     if task.confirm is None or result is None:
         return outcome
-    note = (
-        f"a first worker died on this test ({task.confirm}); alone in a fresh worker: {result.outcome.value}"
-    )
+    note = f"a first worker died on this test ({task.confirm}); alone in a fresh worker: {result.outcome.value}"
     message = f"{note}; {result.message}" if result.message else note
     return dataclasses.replace(outcome, result=dataclasses.replace(result, message=message[:MESSAGE_LIMIT]))
 
@@ -329,9 +325,7 @@ class LocalExecutor:
             log_path = str(Path(self.settings.log_dir) / f"worker-{slot.index}.log")
         no_warm_up_op = frozenset(self.no_warm_up_op)
         self._started += 1
-        slot.trace_path = str(
-            Path(tempfile.gettempdir()) / f"opera-native-{os.getpid()}-{id(self):x}-{self._started}.trace"
-        )
+        slot.trace_path = str(Path(tempfile.gettempdir()) / f"opera-native-{os.getpid()}-{id(self):x}-{self._started}.trace")
         process = self._ctx.Process(
             target=_worker_main,
             args=(child_conn, self.settings, log_path, no_warm_up_op, slot.trace_path),
@@ -391,9 +385,7 @@ class LocalExecutor:
             if task is None:
                 continue
             task = self._batched(slot, task)
-            if slot.process is not None and (
-                self._bloated(slot) or (task.confirm is not None and slot.tests_in_process)
-            ):
+            if slot.process is not None and (self._bloated(slot) or (task.confirm is not None and slot.tests_in_process)):
                 self._retire(slot)  # a test to confirm runs in a fresh worker
             if slot.process is None or not slot.process.is_alive():
                 if slot.process is not None:
@@ -487,14 +479,10 @@ class LocalExecutor:
                 if slot.task is not None and not slot.heard:
                     self._startup_failed(slot)
                 elif self._warm_up_op_to_blame(slot):
-                    self._warm_up_op_failed(
-                        slot, f"died ({_exit_cause(slot.process.exitcode)}{_native_where(slot)})"
-                    )
+                    self._warm_up_op_failed(slot, f"died ({_exit_cause(slot.process.exitcode)}{_native_where(slot)})")
                 elif slot.task is not None:
                     cause = _exit_cause(slot.process.exitcode)
-                    self._fail(
-                        slot, cause, f"worker died ({cause}) during {_where(slot)}{_native_where(slot)}"
-                    )
+                    self._fail(slot, cause, f"worker died ({cause}) during {_where(slot)}{_native_where(slot)}")
                 else:
                     self._kill(slot)
                 continue
@@ -576,11 +564,7 @@ class LocalExecutor:
             return
         if task.kind == "test" and cause != "timeout" and warm and task.confirm is None:
             # alone again, in a fresh worker, before it is called a crash
-            self._queue.put_back(
-                dataclasses.replace(
-                    task, alone=True, confirm=f"{message} after {slot.tests_in_process} other test(s)"
-                )
-            )
+            self._queue.put_back(dataclasses.replace(task, alone=True, confirm=f"{message} after {slot.tests_in_process} other test(s)"))
             return
         if task.kind == "test":
             if task.confirm is not None:

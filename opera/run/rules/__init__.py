@@ -63,15 +63,7 @@ REFERENCE = "reference"  # the library's reference: every test's own verdict, al
 # What a rule concluded. Failures (a bug row, a signature): inconsistent, crash. Not judged:
 # not-applicable (with the reason), nondeterministic (the default pipeline disagrees with itself),
 # unsupported (the variant says it does not implement something), harness-error (Opera's code).
-RULE_OUTCOMES = (
-    "pass",
-    "inconsistent",
-    "crash",
-    "not-applicable",
-    "nondeterministic",
-    "unsupported",
-    "harness-error",
-)
+RULE_OUTCOMES = ("pass", "inconsistent", "crash", "not-applicable", "nondeterministic", "unsupported", "harness-error")
 
 
 @dataclass
@@ -186,9 +178,7 @@ class Rule(abc.ABC):
 
     # -- helpers for rules ---------------------------------------------------------------------
     def passed(self, comparison: Comparison | None = None, message: str = "") -> RuleResult:
-        return RuleResult(
-            self.name, "pass", distance=comparison.distance if comparison else None, message=message
-        )
+        return RuleResult(self.name, "pass", distance=comparison.distance if comparison else None, message=message)
 
     def crashed(
         self, ctx: RuleContext, exc: BaseException, where: str, via: Any = None, via_built: Any = None
@@ -199,10 +189,7 @@ class Rule(abc.ABC):
         (``paths``) with the model it was given, whose frames, patterns and gaps judge the
         exception; its name joins the signature, which stays one of the test's target."""
         crashed_on = via if via is not None else ctx.target
-        if (
-            isinstance(exc, Exception)
-            and ctx.unsupported.match(exc, crashed_on.name, crashed_on.compiler) is not None
-        ):
+        if isinstance(exc, Exception) and ctx.unsupported.match(exc, crashed_on.name, crashed_on.compiler) is not None:
             return RuleResult(self.name, "unsupported", message=first_lines(f"{where}: {exc}", 2000))
         gap = unimplemented(via, via_built) if via is not None else None
         if isinstance(exc, Exception) and gap is not None:
@@ -223,9 +210,7 @@ class Rule(abc.ABC):
             self.name,
             "unsupported",
             distance=comparison.distance,
-            message=first_lines(
-                f"{what}: {comparison.reason}; the library's reference agrees with {agrees}: {why}", 2000
-            ),
+            message=first_lines(f"{what}: {comparison.reason}; the library's reference agrees with {agrees}: {why}", 2000),
             agrees_with_reference=agrees,
         )
 
@@ -242,12 +227,7 @@ class Rule(abc.ABC):
         the difference is that gap in the default pipeline's outputs, already judged: the rule says
         ``unsupported``, not a finding of its own."""
         if ctx.verdict is Outcome.UNSUPPORTED and agrees not in (None, "neither", "default", ctx.target_name):
-            return self.own_gap(
-                comparison,
-                what,
-                agrees,
-                "the difference is the test's own coverage gap in the default pipeline's outputs",
-            )
+            return self.own_gap(comparison, what, agrees, "the difference is the test's own coverage gap in the default pipeline's outputs")
         converter = converter_of(ctx.target, ctx.built)
         where = f"converter={converter}" if converter else ctx.built.instance.api
         note = f"; the library's reference agrees with {agrees}" if agrees else ""
@@ -278,13 +258,9 @@ class Rule(abc.ABC):
                 self.name,
                 "nondeterministic",
                 distance=comparison.distance,
-                message=f"the default pipeline or the variant disagrees with itself on another run; {what}: {comparison.reason}"[
-                    :2000
-                ],
+                message=f"the default pipeline or the variant disagrees with itself on another run; {what}: {comparison.reason}"[:2000],
             )
-        return self.differs(
-            ctx, comparison, what, agrees=which_agrees(ctx, ctx.outputs, outputs, ("default", self.name))
-        )
+        return self.differs(ctx, comparison, what, agrees=which_agrees(ctx, ctx.outputs, outputs, ("default", self.name)))
 
 
 def which_agrees(ctx: RuleContext, first: list[Any], second: list[Any], names: tuple[str, str]) -> str | None:
@@ -389,11 +365,7 @@ def run_rules(
             )
         result.duration = time.perf_counter() - started
         out[name] = result.to_dict()
-        if (
-            write_evidence is not None
-            and result.evidence is not None
-            and result.outcome in ("crash", "inconsistent")
-        ):
+        if write_evidence is not None and result.evidence is not None and result.outcome in ("crash", "inconsistent"):
             path = write_evidence(result)
             if path is not None:
                 out[name]["reproducer_temp"] = path

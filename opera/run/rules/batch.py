@@ -29,9 +29,7 @@ def _operand_field(inst: OperatorInstance) -> tuple[str, int] | None:
     return ("inputs", 0) if inst.inputs else None
 
 
-def sliced_instance(
-    inst: OperatorInstance, first: np.ndarray, index: int, *, all_batched: bool = False
-) -> OperatorInstance:
+def sliced_instance(inst: OperatorInstance, first: np.ndarray, index: int, *, all_batched: bool = False) -> OperatorInstance:
     """``inst`` with the operand that is ``first`` (the built model's first input) cut to
     ``first[index:index + 1]`` (exact values from here on); ``all_batched``: every other tensor
     operand of the same list whose first axis is the batch too (both operands of an Add)."""
@@ -65,9 +63,7 @@ class BatchRule(Rule):
         from opera.run.targets import ArtifactError, HarnessError, NotApplicable
 
         if not ctx.values_comparable:
-            raise NotApplicable(
-                "the values are not comparable (a random operator, or a nondeterministic or undefined reference)"
-            )
+            raise NotApplicable("the values are not comparable (a random operator, or a nondeterministic or undefined reference)")
         if not ctx.inputs or not isinstance(ctx.inputs[0], np.ndarray):
             raise NotApplicable("the model has no tensor input")
         first = ctx.inputs[0]
@@ -92,19 +88,13 @@ class BatchRule(Rule):
             try:
                 target = ctx.target
                 compiled = target.compile(target.convert(built))
-                actual = target.run(
-                    compiled, [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs]
-                )
+                actual = target.run(compiled, [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs])
             except Exception as exc:
                 if isinstance(exc, (NotApplicable, HarnessError)):
                     raise
                 if isinstance(exc, ArtifactError):  # the library, not the compiler, fails on the slice
-                    raise NotApplicable(
-                        f"the library cannot produce the slice model's artifact: {exc}"[:400]
-                    ) from None
-                return self.crashed(
-                    ctx, exc, f"the model on batch slice {index} (shape {[1, *first.shape[1:]]}) failed"
-                )
+                    raise NotApplicable(f"the library cannot produce the slice model's artifact: {exc}"[:400]) from None
+                return self.crashed(ctx, exc, f"the model on batch slice {index} (shape {[1, *first.shape[1:]]}) failed")
             comparison = ctx.compare(_rows(ctx.outputs, index), actual, inputs=built.inputs)
             if not comparison.consistent:
                 what = f"slice {index} of {batch} vs row {index} of the batch"
@@ -112,39 +102,24 @@ class BatchRule(Rule):
                 # and the slice's once more; one that disagrees with itself (an empty-set reduction's
                 # uninitialized output) leaves the rule no judge
                 again = [ctx.target.run(ctx.compiled, ctx.fresh_inputs()) for _ in range(2)]
-                slice_again = target.run(
-                    compiled, [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs]
-                )
-                if (
-                    any(not ctx.compare(ctx.outputs, o).consistent for o in again)
-                    or not ctx.compare(actual, slice_again).consistent
-                ):
+                slice_again = target.run(compiled, [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs])
+                if any(not ctx.compare(ctx.outputs, o).consistent for o in again) or not ctx.compare(actual, slice_again).consistent:
                     return RuleResult(
                         self.name,
                         "nondeterministic",
                         distance=comparison.distance,
-                        message=f"the batch's build or the slice's disagrees with itself on another run; {what}: {comparison.reason}"[
-                            :2000
-                        ],
+                        message=f"the batch's build or the slice's disagrees with itself on another run; {what}: {comparison.reason}"[:2000],
                     )
                 slice_ok = ctx.compare(reference, actual, inputs=built.inputs).consistent
                 batch_ok = ctx.compare(_rows(ctx.reference, index), _rows(ctx.outputs, index)).consistent
-                agrees = (
-                    "the batch"
-                    if batch_ok and not slice_ok
-                    else "the slice"
-                    if slice_ok and not batch_ok
-                    else "neither"
-                )
+                agrees = "the batch" if batch_ok and not slice_ok else "the slice" if slice_ok and not batch_ok else "neither"
                 if agrees == "neither" and ctx.verdict is Outcome.UNSUPPORTED:
                     # both builds carry the test's own coverage gap, whose effect depends on the batch
                     # (GATHER's batch_dims, never read by TVM's TFLite frontend, on take_along_axis)
                     return self.own_gap(comparison, what, agrees, "both carry the test's own coverage gap")
                 return self.differs(ctx, comparison, what, agrees)
             checked.append(comparison.distance or 0.0)
-        return RuleResult(
-            self.name, "pass", distance=max(checked), message=f"slices 0 and {batch - 1} of {batch}"
-        )
+        return RuleResult(self.name, "pass", distance=max(checked), message=f"slices 0 and {batch - 1} of {batch}")
 
     def _per_element_slice(self, ctx: RuleContext, first: np.ndarray, index: int) -> tuple[Any, list[Any]]:
         """The slice model whose library outputs are row ``index`` of the batch's: the first
@@ -161,15 +136,11 @@ class BatchRule(Rule):
             library = ctx.compare(_rows(ctx.reference, index), reference, inputs=built.inputs)
             if library.consistent:
                 return built, reference
-            reasons.append(
-                f"the library's output on slice {index} is not row {index} of its output on the batch: {library.reason}"
-            )
+            reasons.append(f"the library's output on slice {index} is not row {index} of its output on the batch: {library.reason}")
         raise NotApplicable(reasons[-1] if reasons else "no slice")
 
     @staticmethod
-    def _library_slice(
-        ctx: RuleContext, first: np.ndarray, index: int, all_batched: bool
-    ) -> tuple[Any, list[Any]]:
+    def _library_slice(ctx: RuleContext, first: np.ndarray, index: int, all_batched: bool) -> tuple[Any, list[Any]]:
         """The sliced instance built and run in its library (its own reference, as the test's)."""
         from opera.run.targets import NotApplicable
         from opera.templates import get_template
@@ -181,14 +152,8 @@ class BatchRule(Rule):
             reference = get_template(inst.library).reference(built)
             built.inputs = inputs
         except Exception as exc:  # the library rejects the slice: the relation cannot be checked
-            raise NotApplicable(
-                f"the library rejects the model on one batch element: {type(exc).__name__}: {exc}"[:400]
-            ) from None
+            raise NotApplicable(f"the library rejects the model on one batch element: {type(exc).__name__}: {exc}"[:400]) from None
         got = built.inputs[0] if built.inputs else None
-        if not isinstance(got, np.ndarray) or not np.array_equal(
-            got, first[index : index + 1], equal_nan=got.dtype.kind in "fc"
-        ):
-            raise NotApplicable(
-                "the first input of the sliced model is not the slice (the operand is not the first input)"
-            )
+        if not isinstance(got, np.ndarray) or not np.array_equal(got, first[index : index + 1], equal_nan=got.dtype.kind in "fc"):
+            raise NotApplicable("the first input of the sliced model is not the slice (the operand is not the first input)")
         return built, reference

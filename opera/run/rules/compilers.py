@@ -63,15 +63,9 @@ class CompilersRule(Rule):
         groups.sort(key=len, reverse=True)
         described = "; ".join("{" + ", ".join(g) + "}" for g in groups)
         majority = groups[0]
-        if (
-            len(majority) < 2
-            or 2 * len(majority) <= len(voters)
-            or (len(groups) > 1 and len(groups[1]) == len(majority))
-        ):
+        if len(majority) < 2 or 2 * len(majority) <= len(voters) or (len(groups) > 1 and len(groups[1]) == len(majority)):
             return RuleResult(self.name, "pass", message=f"no majority among the voters: {described}")
         if ctx.target_name in majority:
             return RuleResult(self.name, "pass", message=f"with the majority: {described}")
         comparison = ctx.compare(voters[majority[0]], ctx.outputs, values=True)
-        return self.differs(
-            ctx, comparison, f"an outlier against the majority {{{', '.join(majority)}}} ({described})"
-        )
+        return self.differs(ctx, comparison, f"an outlier against the majority {{{', '.join(majority)}}} ({described})")

@@ -52,10 +52,7 @@ def export_keras_onnx(built: Any) -> Any:
     import tf2onnx
 
     model = built.model
-    spec = [
-        tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype), name=f"input_{k}")
-        for k, x in enumerate(built.inputs)
-    ]
+    spec = [tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype), name=f"input_{k}") for k, x in enumerate(built.inputs)]
     function = tf.function(lambda *xs: model(list(xs), training=False))
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         proto, _ = tf2onnx.convert.from_function(function, input_signature=spec, opset=17)
@@ -122,37 +119,23 @@ class PathsRule(Rule):
             raise NotApplicable(f"{exporter} rejects the model: {type(exc).__name__}: {exc}"[:400]) from None
         invalid = _invalid_onnx(proto)
         if invalid:  # e.g. MaxPool-12 with ceil_mode declaring torch's output size, not ONNX's
-            raise NotApplicable(
-                f"the {exporter} export is not a valid ONNX model (onnx.checker, full_check): {invalid}"[:400]
-            )
+            raise NotApplicable(f"the {exporter} export is not a valid ONNX model (onnx.checker, full_check): {invalid}"[:400])
         names = graph_input_names(proto)
         if len(names) != len(ctx.inputs):
-            raise NotApplicable(
-                f"the exported model has inputs {names} for {len(ctx.inputs)} {library} inputs"
-            )
+            raise NotApplicable(f"the exported model has inputs {names} for {len(ctx.inputs)} {library} inputs")
         changed = _changed_input_types(proto, ctx.inputs)
         if changed:
             raise NotApplicable(f"{exporter} changed the model's input types: {changed}")
         onnx_built = SingleOpModel(
-            ctx.built.instance,
-            proto,
-            ctx.fresh_inputs(),
-            list(names),
-            {"data_inputs": "all-runtime", "exported": exporter},
+            ctx.built.instance, proto, ctx.fresh_inputs(), list(names), {"data_inputs": "all-runtime", "exported": exporter}
         )
         try:
             onnx_reference = get_template("onnx").reference(onnx_built)
         except Exception as exc:
-            raise NotApplicable(
-                f"onnxruntime cannot run the exported model: {type(exc).__name__}: {exc}"[:400]
-            ) from None
+            raise NotApplicable(f"onnxruntime cannot run the exported model: {type(exc).__name__}: {exc}"[:400]) from None
         export_check = ctx.compare(ctx.reference, onnx_reference)
         if not export_check.consistent:
-            raise NotApplicable(
-                f"the exported model does not compute {library}'s reference on onnxruntime: {export_check.reason}"[
-                    :400
-                ]
-            )
+            raise NotApplicable(f"the exported model does not compute {library}'s reference on onnxruntime: {export_check.reason}"[:400])
 
         ctx.report_step("")
         other = get_target(other_name)
@@ -168,12 +151,8 @@ class PathsRule(Rule):
 
             if isinstance(exc, HarnessError):
                 raise
-            ran = (
-                onnx_built.details.get("reference") or "onnxruntime"
-            )  # onnx.reference where onnxruntime refused it
-            where = (
-                f"{other.name} failed on the {exporter} export that {ran} runs and {ctx.target_name} converts"
-            )
+            ran = onnx_built.details.get("reference") or "onnxruntime"  # onnx.reference where onnxruntime refused it
+            where = f"{other.name} failed on the {exporter} export that {ran} runs and {ctx.target_name} converts"
             result = self.crashed(ctx, exc, where, via=other, via_built=onnx_built)
             result.evidence = _evidence(ctx, other, onnx_built, reached[0])
             return result
@@ -185,10 +164,7 @@ class PathsRule(Rule):
         if skipped:  # outputs a frontend says it does not compute (placeholders) are not compared
             comparison = ctx.compare(ctx.outputs, theirs)
             if comparison.consistent:
-                return self.passed(
-                    comparison,
-                    f"{ctx.target_name} and {other_name} agree on the outputs both compute ({skipped})",
-                )
+                return self.passed(comparison, f"{ctx.target_name} and {other_name} agree on the outputs both compute ({skipped})")
             outputs = theirs
         # either path disagreeing with itself on another run (uninitialized memory) is no judge
         again = [(ctx.outputs, ctx.target.run(ctx.compiled, ctx.fresh_inputs()))]
@@ -198,14 +174,10 @@ class PathsRule(Rule):
                 self.name,
                 "nondeterministic",
                 distance=comparison.distance,
-                message=f"{ctx.target_name} or {other_name} disagrees with itself on another run; {comparison.reason}"[
-                    :2000
-                ],
+                message=f"{ctx.target_name} or {other_name} disagrees with itself on another run; {comparison.reason}"[:2000],
             )
         agrees = which_agrees(ctx, ctx.outputs, outputs, (ctx.target_name, other_name))
-        result = self.differs(
-            ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees
-        )
+        result = self.differs(ctx, comparison, f"{ctx.target_name} vs {other_name} on the exported model", agrees)
         if agrees == ctx.target_name:  # the ONNX path is the odd one out: it alone shows the finding
             result.evidence = _evidence(ctx, other, onnx_built)
         return result

@@ -91,12 +91,7 @@ class TransformsRule(Rule):
                 continue
             reached = [Stage.CONVERT]
             try:
-                _, outputs = build_and_run(
-                    ctx.target,
-                    built,
-                    [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs],
-                    reached,
-                )
+                _, outputs = build_and_run(ctx.target, built, [a.copy() if isinstance(a, np.ndarray) else a for a in built.inputs], reached)
             except Exception as exc:
                 from opera.run.targets import ArtifactError, HarnessError
 
@@ -125,16 +120,10 @@ class TransformsRule(Rule):
         out: list[tuple[str, Callable[[], Any]]] = []
 
         def wrapped(kind: str) -> Callable[[], Any]:
-            return lambda: dataclasses.replace(
-                built, model=_wrap(built.model, kind), inputs=ctx.fresh_inputs()
-            )
+            return lambda: dataclasses.replace(built, model=_wrap(built.model, kind), inputs=ctx.fresh_inputs())
 
         if tensor_first:
-            out += [
-                ("helper", wrapped("helper")),
-                ("branch", wrapped("branch")),
-                ("view-trip", wrapped("view-trip")),
-            ]
+            out += [("helper", wrapped("helper")), ("branch", wrapped("branch")), ("view-trip", wrapped("view-trip"))]
             if inputs[0].dtype.kind == "f" and inputs[0].size:
                 out.append(("negate-twice", wrapped("negate-twice")))
         other = _resolution_variant(built.instance.api)
@@ -167,6 +156,4 @@ def _evidence(ctx: RuleContext, built: Any, stage: Stage = Stage.COMPARE) -> Rul
     the rule's finding, not the test's own failure again."""
     if ctx.verdict is not Outcome.PASS:
         return None
-    return RuleEvidence(
-        ctx.target, dataclasses.replace(built, inputs=ctx.fresh_inputs()), list(ctx.reference), stage
-    )
+    return RuleEvidence(ctx.target, dataclasses.replace(built, inputs=ctx.fresh_inputs()), list(ctx.reference), stage)

@@ -86,9 +86,7 @@ def decompose_torch(program: Any) -> Any:
         with library_step():
             return program.run_decompositions()
     except Exception as exc:
-        raise ArtifactError(
-            f"torch's run_decompositions failed: {type(exc).__name__}: {_first_line(exc)}"
-        ) from exc
+        raise ArtifactError(f"torch's run_decompositions failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
 
 def torch_decomposition_failed(exc: BaseException) -> bool:
@@ -121,9 +119,7 @@ def torch_to_onnx(built: SingleOpModel, opset: int = 18) -> Any:
     names = [f"input_{i}" for i in range(len(args))]
     try:
         with library_step():
-            program = torch.onnx.export(
-                built.model, args, dynamo=True, input_names=names, opset_version=opset, verbose=False
-            )
+            program = torch.onnx.export(built.model, args, dynamo=True, input_names=names, opset_version=opset, verbose=False)
         model = program.model_proto  # type: ignore[union-attr]
     except Exception as exc:
         raise ArtifactError(f"torch.onnx.export failed: {type(exc).__name__}: {_first_line(exc)}") from exc

@@ -58,9 +58,7 @@ def unread_attributes(converter: type, node: Any, opset: int | None) -> list[str
     source = _source_of(converter, converter.__module__)
     if not source:
         return []
-    return unnamed_attributes(
-        node, opset, lambda name: re.search(rf"[\"']{re.escape(name)}[\"']", source) is not None
-    )
+    return unnamed_attributes(node, opset, lambda name: re.search(rf"[\"']{re.escape(name)}[\"']", source) is not None)
 
 
 def unnamed_attributes(node: Any, opset: int | None, named: Callable[[str], bool]) -> list[str]:
@@ -158,12 +156,7 @@ def unread_tflite_options(model: Any) -> list[str]:
             code = model.OperatorCodes(op.OpcodeIndex())
             name = op_names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
             for getter in dir(cls):
-                if (
-                    getter.startswith("_")
-                    or getter in ("Init",)
-                    or "Buffer" in getter
-                    or getter.startswith("GetRootAs")
-                ):
+                if getter.startswith("_") or getter in ("Init",) or "Buffer" in getter or getter.startswith("GetRootAs"):
                     continue
                 method = getattr(options, getter)
                 try:

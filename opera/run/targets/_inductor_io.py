@@ -28,9 +28,7 @@ def inductor_graph_caches() -> dict[str, object]:
     """The current value of each graph cache flag, by ``module.flag`` name."""
     import importlib
 
-    return {
-        f"{module}.{flag}": getattr(importlib.import_module(module), flag) for module, flag in _GRAPH_CACHES
-    }
+    return {f"{module}.{flag}": getattr(importlib.import_module(module), flag) for module, flag in _GRAPH_CACHES}
 
 
 def inductor_graph_caches_off() -> None:
@@ -45,9 +43,7 @@ def inductor_graph_caches_off() -> None:
         setattr(importlib.import_module(module), flag, False)
     still_on = [name for name, value in inductor_graph_caches().items() if value]
     if still_on:
-        raise RuntimeError(
-            f"Inductor graph caches still on (forced by the environment?): {', '.join(still_on)}"
-        )
+        raise RuntimeError(f"Inductor graph caches still on (forced by the environment?): {', '.join(still_on)}")
 
 
 def call_kwargs_on(kwargs: dict[str, Any], device: str) -> dict[str, Any]:

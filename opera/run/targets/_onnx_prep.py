@@ -21,12 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "PARAMETER_INPUTS",
-    "PreparedOnnx",
-    "graph_input_names",
-    "is_runtime_dtype",
-    "prepare_built",
-    "prepare_onnx",
+    "PARAMETER_INPUTS", "PreparedOnnx", "graph_input_names", "is_runtime_dtype", "prepare_built", "prepare_onnx"
 ]
 
 # op_type -> positions of float inputs that are operator parameters, frozen like the integer ones.
@@ -73,11 +68,7 @@ def graph_input_names(model: object) -> list[str]:
 
 
 def prepare_onnx(
-    model: object,
-    inputs: list[np.ndarray],
-    input_names: list[str] | None = None,
-    *,
-    freeze_data: bool = False,
+    model: object, inputs: list[np.ndarray], input_names: list[str] | None = None, *, freeze_data: bool = False
 ) -> PreparedOnnx:
     """Copy ``model`` with its parameter inputs (and non-float inputs it cannot tell apart) turned
     into initializers; ``freeze_data``: integer and bool data operands too (the older form, where a
@@ -96,9 +87,7 @@ def prepare_built(built: object) -> PreparedOnnx:
     """``prepare_onnx`` of a built single-op model, in the form the run asked for
     (``built.details["data_inputs"]``, set by the ONNX template)."""
     details = getattr(built, "details", {}) or {}
-    if (
-        details.get("data_inputs") == "all-runtime"
-    ):  # a whole model's inputs (a torch.onnx export): none frozen
+    if details.get("data_inputs") == "all-runtime":  # a whole model's inputs (a torch.onnx export): none frozen
         names = list(built.input_names or graph_input_names(built.model))  # type: ignore[attr-defined]
         shapes = {n: tuple(np.shape(x)) for n, x in zip(names, built.inputs, strict=True)}  # type: ignore[attr-defined]
         return PreparedOnnx(built.model, names, list(range(len(names))), shapes)  # type: ignore[attr-defined]
@@ -140,9 +129,7 @@ def _prepare_onnx(
             sequences[name] = [np.asarray(v) for v in value]
             continue
         arr = np.asarray(value)
-        if name in parameters or not (
-            is_runtime_dtype(arr.dtype) or (name in data and arr.dtype.kind in "biu")
-        ):
+        if name in parameters or not (is_runtime_dtype(arr.dtype) or (name in data and arr.dtype.kind in "biu")):
             frozen[name] = arr
     if sequences:
         _freeze_sequences(graph, sequences)

@@ -70,6 +70,8 @@ def node_views(model: Any) -> list[Any]:
     return views
 
 
+
+
 def _selected(model: Any) -> tuple[Any, Any] | None:
     """The model's single node and the schema its own opset selects (None: no opset, unknown op)."""
     node = model.graph.node[0]
@@ -92,12 +94,8 @@ def newer_features(model: Any, implemented: int) -> str | None:
     node, current = selected
     if older.since_version >= current.since_version:
         return None
-    variadic = (
-        bool(older.inputs) and older.inputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
-    )
-    found = [
-        f"input #{k}" for k, name in enumerate(node.input) if name and k >= len(older.inputs) and not variadic
-    ]
+    variadic = bool(older.inputs) and older.inputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+    found = [f"input #{k}" for k, name in enumerate(node.input) if name and k >= len(older.inputs) and not variadic]
     for attr in node.attribute:
         if attr.name in older.attributes:
             continue
@@ -166,9 +164,7 @@ def newest_version_types(model: Any, implemented: int) -> str | None:
             if param is None or name not in types or param.type_str not in allowed_now:
                 continue
             spelled = _type_string(types[name])
-            if spelled in allowed_now[param.type_str] and spelled not in allowed_before.get(
-                param.type_str, {spelled}
-            ):
+            if spelled in allowed_now[param.type_str] and spelled not in allowed_before.get(param.type_str, {spelled}):
                 new.append(f"{spelled} of {param.name}")
     if not new:
         return None
@@ -195,12 +191,7 @@ def split_type_params(model: Any, implemented: int) -> str | None:
     fed = [(k, name) for k, name in enumerate(node.input) if name and name in types]
     for a, (i, name_i) in enumerate(fed):
         for j, name_j in fed[a + 1 :]:
-            if (
-                i >= len(older.inputs)
-                or j >= len(older.inputs)
-                or i >= len(current.inputs)
-                or j >= len(current.inputs)
-            ):
+            if i >= len(older.inputs) or j >= len(older.inputs) or i >= len(current.inputs) or j >= len(current.inputs):
                 continue
             tied_then = older.inputs[i].type_str == older.inputs[j].type_str
             split_now = current.inputs[i].type_str != current.inputs[j].type_str
@@ -218,12 +209,7 @@ def _float_mod(node: Any, types: dict[str, int]) -> bool:
     import onnx
 
     fmod = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "fmod"), 0)
-    floats = {
-        onnx.TensorProto.FLOAT,
-        onnx.TensorProto.DOUBLE,
-        onnx.TensorProto.FLOAT16,
-        onnx.TensorProto.BFLOAT16,
-    }
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
     return fmod == 0 and any(types.get(name) in floats for name in node.input)
 
 

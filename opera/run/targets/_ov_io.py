@@ -176,9 +176,7 @@ def declared_outputs(
             if i not in chosen
             and not any(n in signature or re.fullmatch(r"Identity(_\d+)?:0", n) or "/" in n for n in names)
         ]
-        if len(anonymous) != len(unmatched) or (
-            is_input is not None and not all(is_input(k) for k in unmatched)
-        ):
+        if len(anonymous) != len(unmatched) or (is_input is not None and not all(is_input(k) for k in unmatched)):
             return None, (
                 f"OpenVINO model has no result for declared output {unmatched[0]}\n"
                 f"declared outputs {list(declared)}, result names {[sorted(n) for n in results]}"
@@ -200,9 +198,7 @@ def keras_input_outputs(keras_model: Any) -> Any:
             import tensorflow as tf
 
             specs = [tf.TensorSpec(t.shape, t.dtype) for t in keras_model.inputs]
-            traced = tf.function(lambda *xs: keras_model(list(xs), training=False)).get_concrete_function(
-                *specs
-            )
+            traced = tf.function(lambda *xs: keras_model(list(xs), training=False)).get_concrete_function(*specs)
             for tensor in tf.nest.flatten(traced.structured_outputs):
                 op = tensor.op
                 while op.type in ("Identity", "IdentityN", "StopGradient", "Snapshot") and op.inputs:
@@ -213,3 +209,4 @@ def keras_input_outputs(keras_model: Any) -> Any:
         return k < len(cache) and cache[k]
 
     return is_input
+

@@ -84,9 +84,7 @@ class _TrtTarget(Target):
         parser = trt.OnnxParser(network, logger)
         if not parser.parse(prepared.model.SerializeToString()):  # type: ignore[attr-defined]
             errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-            raise TensorRTError(
-                "ONNX parser: " + "; ".join(errors or ["parse failed with no error recorded"])
-            )
+            raise TensorRTError("ONNX parser: " + "; ".join(errors or ["parse failed with no error recorded"]))
         config = builder.create_builder_config()
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
         # Static shapes: every input is fully specified in the ONNX graph, so no optimization
@@ -139,9 +137,7 @@ class _TrtTarget(Target):
                 continue
             if name not in feed:
                 raise TensorRTError(f"engine input {name!r} has no value (runtime inputs: {list(feed)})")
-            host = np.asarray(
-                feed[name].astype(trt.nptype(engine.get_tensor_dtype(name)), copy=False), order="C"
-            )
+            host = np.asarray(feed[name].astype(trt.nptype(engine.get_tensor_dtype(name)), copy=False), order="C")
             device = torch.from_numpy(host).cuda()
             keep_alive.append(device)
             if not context.set_input_shape(name, tuple(host.shape)):
@@ -204,8 +200,6 @@ class TrtTorchTarget(_TrtTarget):
 
     def convert(self, built: SingleOpModel) -> TrtNetwork:
         model = torch_to_onnx(built)
-        names = [
-            vi.name for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}
-        ]
+        names = [vi.name for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}]
         prepared = prepare_onnx(model, built.inputs, names)
         return self._build(model, prepared)

@@ -40,14 +40,7 @@ import numpy as np
 from opera.run.targets import Target, harness_step, library_step, register_target
 from opera.templates import SingleOpModel
 
-__all__ = [
-    "FaultNotSupported",
-    "TestDriftTarget",
-    "TestFaultsTarget",
-    "TestVariantsTarget",
-    "TestWrongTarget",
-    "fault_of",
-]
+__all__ = ["FaultNotSupported", "TestDriftTarget", "TestFaultsTarget", "TestVariantsTarget", "TestWrongTarget", "fault_of"]
 
 
 class FaultNotSupported(Exception):
