@@ -62,9 +62,7 @@ def add_run_settings_arguments(parser: argparse.ArgumentParser, seed_help: str) 
         help="per-worker memory limit, e.g. 4G (default: 80%% of free memory / workers)",
     )
     parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help=seed_help)
-    parser.add_argument(
-        "--oracle-config", help="oracle thresholds TOML (default: opera/verdict/oracles.toml)"
-    )
+    parser.add_argument("--oracle-config", help="oracle thresholds TOML (default: opera/verdict/oracles.toml)")
     parser.add_argument(
         "--unsupported-config", help="unsupported-pattern TOML (default: opera/verdict/unsupported.toml)"
     )

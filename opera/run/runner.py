@@ -155,9 +155,7 @@ def render_rule_counts(counts: dict[str, dict[str, dict[str, int]]]) -> list[str
     rows = [(t, r, counts[t][r]) for t in sorted(counts) for r in sorted(counts[t])]
     width = max([len(f"{t} {r}") for t, r, _ in rows] + [len("target oracle")])
     lines = ["oracles beside the reference (per test):"]
-    lines.append(
-        " ".join([f"{'target oracle':<{width}}"] + [f"{o:>{max(len(o), 5)}}" for o in RULE_OUTCOMES])
-    )
+    lines.append(" ".join([f"{'target oracle':<{width}}"] + [f"{o:>{max(len(o), 5)}}" for o in RULE_OUTCOMES]))
     for target, rule, row in rows:
         cells = [f"{row.get(o, 0):>{max(len(o), 5)}}" for o in RULE_OUTCOMES]
         lines.append(" ".join([f"{target + ' ' + rule:<{width}}", *cells]))
@@ -239,9 +237,7 @@ def plan_tests(
     if selection and not order_only:
         total = len(instances)
         instances = {inst.id: inst for inst in selection.apply(instances.values())}
-        notes.append(
-            f"note: {len(instances)} of {total} corpus instance(s) selected ({selection.describe()})"
-        )
+        notes.append(f"note: {len(instances)} of {total} corpus instance(s) selected ({selection.describe()})")
         if order is not None:
             order = [i for i in order if i in instances]
     ids = list(instances)
@@ -340,9 +336,7 @@ def known_failing_operators(
     from opera.run.targets import TARGETS
 
     gaps = {t: str(getattr(TARGETS.get(t), "batch_gap_message", "")) for t in targets}
-    found = {
-        (target, operator_name(api)) for target, api in store.apis_not_passing_before(run_id, targets, gaps)
-    }
+    found = {(target, operator_name(api)) for target, api in store.apis_not_passing_before(run_id, targets, gaps)}
     return tuple(sorted(found))
 
 

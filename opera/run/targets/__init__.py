@@ -46,7 +46,6 @@ __all__ = [
     "target_classes",
 ]
 
-
 class ArtifactError(Exception):
     """The source library could not produce the artifact this frontend consumes.
 
@@ -232,9 +231,7 @@ class Target(abc.ABC):
         value that also differs is still a wrong result."""
         return False
 
-    def device_reference(
-        self, built: SingleOpModel, inputs: list[Any]
-    ) -> tuple[str, list[np.ndarray]] | None:
+    def device_reference(self, built: SingleOpModel, inputs: list[Any]) -> tuple[str, list[np.ndarray]] | None:
         """The library itself on the device this target compiles for, on ``inputs`` (copies of the
         test's), named: asked only after the compiler's outputs differ from the reference, which is
         the library on the CPU. Where the library's own kernels for that device disagree with its

@@ -179,11 +179,7 @@ class _TvmTarget(Target):
         from opera.reproduce.steps import embed
         from opera.run.targets import _tvm_io
 
-        compile_code = (
-            _TVM_LAYOUT_FALLBACK
-            if self._layout_fallback
-            else 'executable = tvm.compile(mod, target="llvm")\n'
-        )
+        compile_code = _TVM_LAYOUT_FALLBACK if self._layout_fallback else 'executable = tvm.compile(mod, target="llvm")\n'
         return (
             embed(outputs, _tvm_io)
             + "import tvm\nfrom tvm import relax\n"
@@ -240,7 +236,6 @@ class _TvmTarget(Target):
         from tvm import relax
 
         if variant == "optlevel":
-
             def build(mod: Any) -> Any:
                 with tvm.transform.PassContext(opt_level=3):
                     return tvm.compile(mod, target="llvm", relax_pipeline=_optimizing_pipeline())
@@ -249,9 +244,7 @@ class _TvmTarget(Target):
         else:
             return super().compile_variant(converted, variant)
         try:
-            return TvmExecutable(
-                relax.VirtualMachine(build(converted.mod), tvm.cpu()), converted, pipeline=variant
-            )
+            return TvmExecutable(relax.VirtualMachine(build(converted.mod), tvm.cpu()), converted, pipeline=variant)
         except Exception:
             if not self._layout_fallback:
                 raise
@@ -266,12 +259,8 @@ class _TvmTarget(Target):
 
         indices = compiled.module.input_indices
         with harness_step("select the TVM model's inputs"):
-            feed = (
-                [np.asarray(inputs[i], order="C") for i in indices] if indices is not None else list(inputs)
-            )
-        args = [
-            tvm.runtime.tensor(np.asarray(x, order="C")) for x in feed
-        ]  # TVM's own API: its failures are TVM's
+            feed = [np.asarray(inputs[i], order="C") for i in indices] if indices is not None else list(inputs)
+        args = [tvm.runtime.tensor(np.asarray(x, order="C")) for x in feed]  # TVM's own API: its failures are TVM's
         result = compiled.vm["main"](*args)
         outputs = flatten_outputs(result, to_numpy=tvm_to_numpy)
         order = compiled.module.output_order
@@ -331,7 +320,7 @@ class TvmTorchTarget(_TvmTarget):
             if dtypes:
                 return (
                     f"TVM's converter for aten.{name} builds its result in float32 only "
-                    f'(out_dtype="float32" in its source): {", ".join(dtypes)} not implemented'
+                    f"(out_dtype=\"float32\" in its source): {', '.join(dtypes)} not implemented"
                 )
         return None
 
@@ -386,8 +375,7 @@ class TvmTorchTarget(_TvmTarget):
         found = {
             owning_part(node)
             for node in program.graph.nodes
-            if node.op == "call_function"
-            and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+            if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
         }
         return {k for k in found if k is not None}
 
@@ -426,9 +414,7 @@ class TvmTorchTarget(_TvmTarget):
         # is torch's (invalid), not TVM's; the program is kept for what reads it after a failure
         # (batch_gaps, the gap checks: one export and decomposition, not three)
         program = built.details["decomposed"] = decompose_torch(program)
-        return TvmModule(
-            from_exported_program(program, unwrap_unit_return_tuple=True, run_ep_decomposition=False)
-        )
+        return TvmModule(from_exported_program(program, unwrap_unit_return_tuple=True, run_ep_decomposition=False))
 
 
 @register_target
@@ -608,11 +594,7 @@ class TvmKerasTarget(_TvmTarget):
         import re
 
         untyped, unread = _tflite_gaps(built)
-        return (
-            not untyped
-            and bool(unread)
-            and all(re.search(r"\.(OutputType|OutType|IdxOutType)=", o) for o in unread)
-        )
+        return not untyped and bool(unread) and all(re.search(r"\.(OutputType|OutType|IdxOutType)=", o) for o in unread)
 
     def batch_blames(self, built: SingleOpModel, arrays: list[np.ndarray], failure: str) -> bool:
         """TVM's TFLite frontend fails on a tensor type it has no entry for with the bare type code
@@ -669,10 +651,7 @@ class TvmKerasTarget(_TvmTarget):
         mod = from_tflite(tfl)
         complex_outputs = tflite_complex_outputs(tfl, output_order)
         return TvmModule(
-            mod,
-            input_indices=input_indices,
-            output_order=output_order,
-            extra={"complex_outputs": complex_outputs},
+            mod, input_indices=input_indices, output_order=output_order, extra={"complex_outputs": complex_outputs}
         )
 
     def run(self, compiled: TvmExecutable, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -716,9 +695,7 @@ def tflite_io_order(tfl: Any, built: SingleOpModel) -> tuple[list[int] | None, l
         return None, None
     sig = tfl.SignatureDefs(0)
     keras_names = _keras_input_names(built)
-    by_tensor_in = {
-        sig.Inputs(i).TensorIndex(): sig.Inputs(i).Name().decode() for i in range(sig.InputsLength())
-    }
+    by_tensor_in = {sig.Inputs(i).TensorIndex(): sig.Inputs(i).Name().decode() for i in range(sig.InputsLength())}
     input_indices: list[int] | None = None
     if keras_names and len(keras_names) == len(sub_inputs):
         mapped: list[int] = []
@@ -731,9 +708,7 @@ def tflite_io_order(tfl: Any, built: SingleOpModel) -> tuple[list[int] | None, l
         if mapped and mapped != list(range(len(mapped))):
             input_indices = mapped
     output_order: list[int] | None = None
-    by_tensor_out = {
-        sig.Outputs(i).TensorIndex(): sig.Outputs(i).Name().decode() for i in range(sig.OutputsLength())
-    }
+    by_tensor_out = {sig.Outputs(i).TensorIndex(): sig.Outputs(i).Name().decode() for i in range(sig.OutputsLength())}
     names = [by_tensor_out.get(t, "") for t in sub_outputs]
     if len(sub_outputs) > 1 and all(n.startswith("output_") and n[7:].isdigit() for n in names):
         keras_pos = [int(n[7:]) for n in names]  # keras_pos[j]: keras output index of subgraph output j
@@ -783,9 +758,7 @@ def _float32_only(handler: Any) -> bool:
     return 'out_dtype="float32"' in source
 
 
-def unconverted_parts(
-    combined: SingleOpModel, failure: str, handlers: dict[str, Any]
-) -> dict[int, Exception] | None:
+def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str, Any]) -> dict[int, Exception] | None:
     """For ``TvmTorchTarget.batch_gaps``: each part of ``combined`` (a ``TorchTemplate.combine``
     of parts ``parts.<k>``) that has an ATen op without one of ``handlers``, with the
     AssertionError TVM's check raises on that part alone."""
