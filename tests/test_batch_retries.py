@@ -182,13 +182,13 @@ def test_inductor_names_the_part_dynamo_gave_up_in() -> None:
 
 
 def test_a_batch_judges_passes_without_the_probes_a_difference_runs(monkeypatch) -> None:
-    """judge_pass: a part whose outputs pass is decided; one whose outputs differ is not (it runs
-    alone, where the probes run), and the target's gap probes, which convert the part again, are
-    not called for it in the batch."""
+    """judge_outputs(pass_only=True): a part whose outputs pass is decided; one whose outputs differ
+    is not (NotAPass: it runs alone, where the probes run), and the target's gap probes, which
+    convert the part again, are not called for it in the batch."""
     from opera.outcomes import Outcome, Stage, TestResult
     from opera.run.execution import WorkerState
     from opera.run.executors import WorkerSettings
-    from opera.verdict.judge import judge_outputs, judge_pass
+    from opera.verdict.judge import NotAPass, judge_outputs
 
     state = WorkerState(WorkerSettings(seed=0))
     state.load_configs()
@@ -207,14 +207,14 @@ def test_a_batch_judges_passes_without_the_probes_a_difference_runs(monkeypatch)
             instance_id="i", api="torch.max", target="tvm-torch", outcome=outcome, stage=stage, **kw
         )  # type: ignore[arg-type]
 
-    passed = judge_pass(
-        state.oracle, target, built, list(built.inputs), reference, [r.copy() for r in reference], finish
-    )
-    assert passed is not None and passed.outcome is Outcome.PASS
+    args = (state.oracle, target, built, list(built.inputs), reference)
+    passed = judge_outputs(*args, [r.copy() for r in reference], None, finish, pass_only=True)
+    assert passed.outcome is Outcome.PASS
     wrong = [reference[0] + 1, reference[1]]
-    assert judge_pass(state.oracle, target, built, list(built.inputs), reference, wrong, finish) is None
+    with pytest.raises(NotAPass):
+        judge_outputs(*args, wrong, None, finish, pass_only=True)
     assert probes == []
-    alone = judge_outputs(state.oracle, target, built, list(built.inputs), reference, wrong, None, finish)
+    alone = judge_outputs(*args, wrong, None, finish)
     assert alone.outcome is Outcome.INCONSISTENT and probes == ["outputs"]  # alone, the probes run
 
 

@@ -19,7 +19,7 @@ tried again. Otherwise the parts the failure names run alone (``Target.batch_cul
 message's words), or the batch is halved and each half tried again, down to single parts, which
 run alone; the references are computed once. A build of some of an earlier build's parts starts
 from that build's work where the target can show it is the same (``Target.batch_cut``: the
-decomposed torch program, cut). Parts are judged for a pass only (``judge_pass``): whatever else a
+decomposed torch program, cut). Parts are judged for a pass only (``judge_outputs(pass_only=True)``): whatever else a
 part is, its single run says, with the probes that explain a difference. A batch that kills or
 hangs its worker sends all its tests back to run alone (the executor's part).
 """
@@ -33,17 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from opera.model import OperatorInstance
 from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask
+from opera.values import ObjectSpec, TensorSpec
 
-__all__ = [
-    "BatchOutcome",
-    "execute_batch",
-    "failing_operators",
-    "known_failing",
-    "operator_name",
-    "remember_failure",
-]
+__all__ = ["BatchOutcome", "execute_batch", "failing_operators", "known_failing", "operator_name", "remember_failure"]
 
 
 def operator_name(api: str) -> str:
@@ -101,7 +96,7 @@ def decided_in_batch(target: Any, message: str | None) -> bool:
     return bool(prefix) and (message or "").startswith(prefix)
 
 
-def holds_empty_tensor(inst: Any) -> bool:
+def holds_empty_tensor(inst: OperatorInstance) -> bool:
     """Does the instance hold a tensor with no elements (an input or a constant)? Such a part runs
     alone: several judged defects compute results on empty tensors from uninitialized memory
     (OpenVINO's empty matmul, TVM's empty-set reductions), whose garbage can compare equal in one
@@ -111,17 +106,17 @@ def holds_empty_tensor(inst: Any) -> bool:
     def empty(value: Any) -> bool:
         if isinstance(value, np.ndarray):
             return value.size == 0
+        if isinstance(value, TensorSpec):
+            return 0 in value.shape
+        if isinstance(value, ObjectSpec):
+            return empty(value.args) or empty(value.kwargs)
         if isinstance(value, (list, tuple)):
             return any(empty(v) for v in value)
         if isinstance(value, dict):
             return any(empty(v) for v in value.values())
         return False
 
-    return (
-        empty(list(getattr(inst, "args", ())))
-        or empty(dict(getattr(inst, "kwargs", {})))
-        or empty(list(getattr(inst, "inputs", ())))
-    )
+    return empty([inst.args, inst.kwargs, inst.inputs])
 
 
 @dataclass
@@ -225,9 +220,7 @@ def _bisect(parts: list[_Part], run: _BatchRun) -> None:
         return
     gaps = _decide_gaps(parts, failure, run)
     if gaps:
-        run.notes.append(
-            f"a batch of {len(parts)} failed on the gaps of {len(gaps)} part(s): decided in the batch"
-        )
+        run.notes.append(f"a batch of {len(parts)} failed on the gaps of {len(gaps)} part(s): decided in the batch")
         _bisect([p for p in parts if p not in gaps], run)
         return
     # the parts the target finds named in its failure; else those the message names in words
@@ -290,22 +283,12 @@ def _finisher(part: _Part, size: int, share: float) -> Callable[..., TestResult]
     """``finish(outcome, stage, **fields)`` for a part of a batch of ``size``: its result as a
     single test's, with its own reference time plus its share of the batch's compiler time."""
     inst = part.task.instance
-    base: dict[str, Any] = {
-        "instance_id": inst.id,
-        "api": inst.api,
-        "target": part.task.target,
-        "source_suite": inst.source.suite,
-        "source_test": inst.source.test,
-    }
-    reference_name = (
-        {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
-    )
+    base: dict[str, Any] = {"instance_id": inst.id, "api": inst.api, "target": part.task.target, "source_suite": inst.source.suite, "source_test": inst.source.test}
+    reference_name = {"reference": str(part.built.details["reference"])} if part.built.details.get("reference") else {}
 
     def finish(outcome: Outcome, stage: Stage, **kw: Any) -> TestResult:
         extra = {**reference_name, "batched": size, **kw.pop("extra", {})}
-        return TestResult(
-            **base, outcome=outcome, stage=stage, duration=part.reference_s + share, extra=extra, **kw
-        )
+        return TestResult(**base, outcome=outcome, stage=stage, duration=part.reference_s + share, extra=extra, **kw)
 
     return finish
 
@@ -328,14 +311,7 @@ def _decide_gaps(parts: list[_Part], failure: str, run: _BatchRun) -> list[_Part
     decided: list[_Part] = []
     for k, exc in sorted(gaps.items()):
         part = parts[k]
-        result = judge_exception(
-            exc,
-            run.state.unsupported,
-            run.target,
-            Stage.CONVERT,
-            _finisher(part, len(parts), share),
-            part.built,
-        )
+        result = judge_exception(exc, run.state.unsupported, run.target, Stage.CONVERT, _finisher(part, len(parts), share), part.built)
         if result.outcome is Outcome.UNSUPPORTED:  # else its own run says what it is
             run.decided.append(TaskOutcome(part.task, result=result))
             decided.append(part)
@@ -368,7 +344,7 @@ def _combined(parts: list[_Part], run: _BatchRun) -> Any:
 def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
     """One build of the combined parts; its passes to ``decided``, other parts to ``alone``. Returns
     why the batch as a whole failed (nothing recorded then), or None."""
-    from opera.verdict.judge import judge_pass
+    from opera.verdict.judge import judge_outputs
 
     target, state, report_stage = run.target, run.state, run.report_stage
     run.last_exception = None
@@ -406,20 +382,13 @@ def _compile_and_judge(parts: list[_Part], run: _BatchRun) -> str | None:
             failing_operators(state).add(operator_name(part.task.instance.api))
             run.alone.append(part.task)
             continue
+        finish = _finisher(part, len(parts), share)
         try:
-            result = judge_pass(
-                state.oracle,
-                target,
-                part.built,
-                part.pristine,
-                part.reference,
-                mine,
-                _finisher(part, len(parts), share),
-            )
-        except Exception:
+            result = judge_outputs(state.oracle, target, part.built, part.pristine, part.reference, mine, None, finish, pass_only=True)
+        except Exception:  # NotAPass, or the judge failed: what it is, its single run says
             result = None
-        if result is not None:
+        if result is not None and result.outcome is Outcome.PASS:
             run.decided.append(TaskOutcome(part.task, result=result))
-        else:  # not a pass: what it is, its single run says
+        else:
             run.alone.append(part.task)
     return None

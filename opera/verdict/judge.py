@@ -90,30 +90,9 @@ def judge_exception(
     return finish(Outcome.CRASH, stage, signature=signature, message=traceback_text(exc))
 
 
-class _NotAPass(Exception):
-    """``judge_pass``: the outputs cannot pass; what else they are is for the test alone to say."""
-
-
-def judge_pass(
-    oracle: OracleConfig,
-    target: Any,
-    built: Any,
-    pristine: list[Any],
-    reference: list[np.ndarray],
-    outputs: list[np.ndarray],
-    finish: Callable[..., TestResult],
-) -> TestResult | None:
-    """``judge_outputs``' verdict where it is ``pass``, else None, without the probes that only
-    explain a difference (the target's gap checks, the attribute defaults, the second reference: each
-    converts or runs the model again). A batch decides passes only: every other part runs alone,
-    where those probes run (opera/run/batch.py)."""
-    try:
-        result = judge_outputs(
-            oracle, target, built, pristine, reference, outputs, None, finish, pass_only=True
-        )
-    except _NotAPass:
-        return None
-    return result if result.outcome is Outcome.PASS else None
+class NotAPass(Exception):
+    """``judge_outputs(pass_only=True)``: the outputs cannot pass; what else they are is for the
+    test alone to say."""
 
 
 def judge_outputs(
@@ -136,6 +115,10 @@ def judge_outputs(
     ``built``: the single-op model (its instance, input names, reference name); ``pristine``: the
     inputs as fed; ``nondeterministic``: the comparison of the library's two reference runs when
     they disagreed; ``finish(outcome, stage, **fields)`` makes the ``TestResult``.
+    ``pass_only``: raise ``NotAPass`` as soon as the verdict cannot be ``pass``, before the probes
+    that explain a difference (the target's gap checks, the attribute defaults, the second
+    reference: each converts or runs the model again). A batch decides passes only; every other
+    part runs alone, where the probes run (opera/run/batch.py).
     """
     from opera.templates import get_template
 
@@ -155,7 +138,7 @@ def judge_outputs(
 
     def inconsistent(verdict: Any, note: str = "") -> TestResult:
         if pass_only:
-            raise _NotAPass
+            raise NotAPass
         gap = unimplemented(target, built)
         if gap is not None and getattr(target, "gap_only_in_output_types", lambda _b: False)(built):
             # the ignored option explains the outputs' types: values that differ once the types
@@ -167,9 +150,7 @@ def judge_outputs(
         if gap is None and getattr(target, "library_keywords_reach_converter", True):
             # an attribute the frontend ignores: its outputs are exactly the library's with that
             # attribute at its documented default (a gap, as an attribute a converter never reads)
-            for what, default_outputs in get_template(inst.library).default_attribute_references(
-                built, pristine
-            ):
+            for what, default_outputs in get_template(inst.library).default_attribute_references(built, pristine):
                 if compare(_like(default_outputs, reference), outputs).consistent:
                     gap = f"attribute {what} ignored: the outputs are the operator's with that attribute at its default"
                     break
@@ -226,11 +207,9 @@ def judge_outputs(
         shapes = compare(reference, outputs, values=False)
         if not shapes.consistent:
             return inconsistent(shapes)
-        return finish(
-            Outcome.PASS, Stage.COMPARE, distance=verdict.distance, message=f"values not compared: {drawn}"
-        )
+        return finish(Outcome.PASS, Stage.COMPARE, distance=verdict.distance, message=f"values not compared: {drawn}")
     if pass_only:  # nothing below passes
-        raise _NotAPass
+        raise NotAPass
     if undefined is not None:
         defined = compare(reference, mask_undefined(reference, outputs, undefined))
         if defined.consistent:
@@ -243,34 +222,23 @@ def judge_outputs(
         verdict = defined  # the defined values differ too: judged on those
 
     # A known defect of the library's references (both agree, against the specification's text).
-    known = find_undefined(
-        oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), kind="library"
-    )
+    known = find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), kind="library")
     if known is not None:
         return finish(
             Outcome.UNSTABLE_REFERENCE,
             Stage.COMPARE,
             distance=verdict.distance,
-            message=first_lines(
-                f"a known defect of the library's reference: {known.reason}; compiler vs reference: {verdict.reason}"
-            ),
+            message=first_lines(f"a known defect of the library's reference: {known.reason}; compiler vs reference: {verdict.reason}"),
         )
 
     # Outputs the frontend says it does not compute (a placeholder): a gap when only those differ.
     partial = _unimplemented_outputs(target, built)
     if partial is not None:
         missing, why = partial
-        others = [
-            ref if k in missing else out for k, (ref, out) in enumerate(zip(reference, outputs, strict=False))
-        ]
+        others = [ref if k in missing else out for k, (ref, out) in enumerate(zip(reference, outputs, strict=False))]
         rest = compare(reference, others + list(outputs[len(others) :]))
         if rest.consistent:
-            return finish(
-                Outcome.UNSUPPORTED,
-                Stage.COMPARE,
-                distance=verdict.distance,
-                message=first_lines(f"{why}; {verdict.reason}"),
-            )
+            return finish(Outcome.UNSUPPORTED, Stage.COMPARE, distance=verdict.distance, message=first_lines(f"{why}; {verdict.reason}"))
         verdict = rest  # the outputs it does compute differ too: judged on those
 
     # A second, independent reference of the library (onnx.reference beside onnxruntime, torch in
@@ -281,12 +249,7 @@ def judge_outputs(
         name, other = second
         other = _like(other, reference)
         check = compare_outputs(
-            reference,
-            other,
-            oracle,
-            target=None,
-            input_dtypes=input_dtypes(pristine),
-            tolerance=_tolerance(inst),
+            reference, other, oracle, target=None, input_dtypes=input_dtypes(pristine), tolerance=_tolerance(inst)
         )
         if not check.consistent:
             agrees = compare(other, outputs).consistent
@@ -303,25 +266,14 @@ def judge_outputs(
     # The library's own lowering that the frontend converts (torch's run_decompositions for
     # tvm-torch and ov-torch): where it disagrees with the library itself and the compiler follows
     # it, the library is inconsistent, not the compiler.
-    lowered = (
-        template.lowered_reference(built, pristine)
-        if getattr(target, "converts_library_lowering", False)
-        else None
-    )
+    lowered = template.lowered_reference(built, pristine) if getattr(target, "converts_library_lowering", False) else None
     if lowered is not None:
         name_low, low_raw = lowered
         # the lowering computes in the library's own precision: its dtypes are the library's word
         # too (_like would hide eager's bfloat16 against its decomposition's float32)
         split = _dtype_split(reference, low_raw)
         low = _like(low_raw, reference)
-        check = compare_outputs(
-            reference,
-            low,
-            oracle,
-            target=None,
-            input_dtypes=input_dtypes(pristine),
-            tolerance=_tolerance(inst),
-        )
+        check = compare_outputs(reference, low, oracle, target=None, input_dtypes=input_dtypes(pristine), tolerance=_tolerance(inst))
         differs = split or (None if check.consistent else check.reason)
         if differs and compare(low_raw if split else low, outputs).consistent:
             return finish(
@@ -337,22 +289,11 @@ def judge_outputs(
     # one library that disagree across devices, with the compiler following its device's, are the
     # library's inconsistency, not the compiler's.
     device_reference = getattr(target, "device_reference", None)
-    on_device = (
-        device_reference(built, [x.copy() if isinstance(x, np.ndarray) else x for x in pristine])
-        if device_reference
-        else None
-    )
+    on_device = device_reference(built, [x.copy() if isinstance(x, np.ndarray) else x for x in pristine]) if device_reference else None
     if on_device is not None:
         name_dev, dev_raw = on_device
         dev = _like(dev_raw, reference)
-        check = compare_outputs(
-            reference,
-            dev,
-            oracle,
-            target=None,
-            input_dtypes=input_dtypes(pristine),
-            tolerance=_tolerance(inst),
-        )
+        check = compare_outputs(reference, dev, oracle, target=None, input_dtypes=input_dtypes(pristine), tolerance=_tolerance(inst))
         if not check.consistent and compare(dev, outputs).consistent:
             return finish(
                 Outcome.UNSTABLE_REFERENCE,
@@ -466,19 +407,13 @@ def _unimplemented_outputs(target: Any, built: Any) -> tuple[frozenset[int], str
         return None
 
 
-def judge_domain(
-    oracle: OracleConfig, built: Any, pristine: list[Any], reference: list[np.ndarray]
-) -> str | None:
+def judge_domain(oracle: OracleConfig, built: Any, pristine: list[Any], reference: list[np.ndarray]) -> str | None:
     """Why the instance lies outside its operator's defined domain (``[[undefined]]`` rules with
     ``domain = true``: whatever a compiler does with it, it is ``undefined``), or None."""
     inst = built.instance
     names = dict(zip(_names(built, pristine), pristine, strict=True))
-    reason = outside_domain(
-        oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=_operands(inst)
-    )
-    return (
-        None if reason is None else f"outside the operator's domain, not run through the compiler: {reason}"
-    )
+    reason = outside_domain(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=_operands(inst))
+    return None if reason is None else f"outside the operator's domain, not run through the compiler: {reason}"
 
 
 def judge_undefined_values(
@@ -490,9 +425,7 @@ def judge_undefined_values(
     values are defined, as the reference oracle does."""
     inst = built.instance
     names = dict(zip(_names(built, pristine), pristine, strict=True))
-    return find_undefined(
-        oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=_operands(inst)
-    )
+    return find_undefined(oracle.undefined, inst.api, dict(inst.kwargs), names, reference, _opset(inst), args=_operands(inst))
 
 
 def _operands(inst: Any) -> tuple[Any, ...]:

@@ -80,9 +80,7 @@ class InductorTarget(Target):
             return "no C++ compiler (g++) for Inductor's CPU code generation"
         forced = [name for name in _CACHE_FORCING_ENV if os.environ.get(name) == "1"]
         if forced:
-            return (
-                f"{', '.join(forced)}=1 forces an Inductor graph cache on (code generation would be skipped)"
-            )
+            return f"{', '.join(forced)}=1 forces an Inductor graph cache on (code generation would be skipped)"
         return None
 
     def versions(self) -> dict[str, str]:
@@ -107,13 +105,10 @@ class InductorTarget(Target):
         batch: the functions of the "from user code:" stack its message prints (``File ..., in
         linear_cross_entropy``), matched to each part's API by name."""
         parts = getattr(getattr(combined, "model", None), "parts", None)
-        if parts is None:
+        frames = dynamo_user_frames(str(exc))
+        if parts is None or not frames:
             return set()
-        return {
-            k
-            for k, part in enumerate(parts)
-            if api_function(getattr(part, "api", "")) in dynamo_user_frames(str(exc))
-        }
+        return {k for k, part in enumerate(parts) if str(getattr(part, "api", "")).rsplit(".", 1)[-1] in frames}
 
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         """The same eager call the target compiles (``torch.compile`` of the operator call, not of an
@@ -143,21 +138,16 @@ class InductorTarget(Target):
             "outputs = flatten_outputs(result, to_numpy=inductor_to_numpy)\n"
         )
         if eager is None:
-            return (
-                exported_program(built),
-                list(built.inputs),
-                TORCH_LOAD + "model = program.module()\n" + run,
-            )
+            return exported_program(built), list(built.inputs), TORCH_LOAD + "model = program.module()\n" + run
         load = TORCH_LOAD.replace("program = torch.export.load(io.BytesIO(ARTIFACT))", EAGER_LOAD)
         return eager, list(built.inputs), load + run
+
 
     def convert(self, built: SingleOpModel) -> CompiledCall:
         import torch
 
         torch._dynamo.reset()
-        if "inductor-graph-caches" not in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(
-            ","
-        ):  # benchmarks only
+        if "inductor-graph-caches" not in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","):  # benchmarks only
             with harness_step("switch Inductor's graph caches off"):
                 inductor_graph_caches_off()
         model = built.model
@@ -174,18 +164,14 @@ class InductorTarget(Target):
         import torch
 
         if variant == "reload":
-            raise NotApplicable(
-                "torch.compile has no serialized form to reload (AOTInductor is not this target)"
-            )
+            raise NotApplicable("torch.compile has no serialized form to reload (AOTInductor is not this target)")
         if variant != "optlevel":
             return super().compile_variant(converted, variant)
         torch._dynamo.reset()
         model = converted.fn._orig_mod if hasattr(converted.fn, "_orig_mod") else None
         if model is None:
             raise NotApplicable("the compiled call does not expose its original function")
-        fn = torch.compile(
-            model, backend="inductor", fullgraph=True, dynamic=False, options=dict(UNOPTIMIZED_OPTIONS)
-        )
+        fn = torch.compile(model, backend="inductor", fullgraph=True, dynamic=False, options=dict(UNOPTIMIZED_OPTIONS))
         return self.compile(CompiledCall(fn, converted.example_inputs, converted.device, converted.built))
 
     def compile(self, converted: CompiledCall) -> CompiledCall:
@@ -329,9 +315,7 @@ class InductorCudaTarget(InductorTarget):
             return f"torch has no {self.device} kernel for this call: eager torch on {self.device} fails too ({text[0][:200] if text else ''})"
         return None
 
-    def device_reference(
-        self, built: SingleOpModel, inputs: list[Any]
-    ) -> tuple[str, list[np.ndarray]] | None:
+    def device_reference(self, built: SingleOpModel, inputs: list[Any]) -> tuple[str, list[np.ndarray]] | None:
         """Eager torch on the GPU. Its kernels may answer what the CPU's answer otherwise: eager
         ``native_batch_norm`` in eval mode returns empty ``save_mean``/``save_invstd`` on the CPU and
         the running statistics on CUDA (an H100, torch 2.11), and Inductor on CUDA follows CUDA's."""
@@ -360,8 +344,3 @@ def dynamo_user_frames(message: str) -> set[str]:
     stack = message.split("from user code:", 1)[1]
     return set(re.findall(r'^\s*File "[^"]*", line \d+, in (\w+)$', stack, flags=re.M)) - {"forward"}
 
-
-def api_function(api: str) -> str:
-    """The Python name of an operator's function: ``linear_cross_entropy`` for
-    ``torch.nn.functional.linear_cross_entropy``."""
-    return api.rsplit(".", 1)[-1]

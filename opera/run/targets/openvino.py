@@ -59,11 +59,7 @@ __all__ = ["OvKerasTarget", "OvOnnxTarget", "OvTorchTarget", "COMPILE_CONFIG", "
 COMPILE_CONFIG: dict[str, str] = {"INFERENCE_PRECISION_HINT": "f32"}
 # The ``optlevel`` variant: the CPU plugin without its code-generating subgraph fusion (snippets) and
 # in its accuracy execution mode (no precision-lowering transformations).
-UNOPTIMIZED_CONFIG: dict[str, str] = {
-    **COMPILE_CONFIG,
-    "SNIPPETS_MODE": "DISABLE",
-    "EXECUTION_MODE_HINT": "ACCURACY",
-}
+UNOPTIMIZED_CONFIG: dict[str, str] = {**COMPILE_CONFIG, "SNIPPETS_MODE": "DISABLE", "EXECUTION_MODE_HINT": "ACCURACY"}
 
 _core: Any = None
 
@@ -140,9 +136,7 @@ class _OvTarget(Target):
         input holding finite values past float32's range: the plugin's inference precisions are
         f32, bf16 and f16, so such a value cannot survive (an infinity can: its loss is a bug)."""
         for k, value in enumerate(built.inputs):
-            if (
-                isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind == "c"
-            ):  # a 0-d one too
+            if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind == "c":  # a 0-d one too
                 return f"input {k} is {np.asarray(value).dtype.name}: OpenVINO has no complex element type for a model's inputs"
             if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size:
                 finite = np.abs(value[np.isfinite(value)])
@@ -152,12 +146,7 @@ class _OvTarget(Target):
                         "OpenVINO's CPU plugin computes float64 in float32"
                     )
         for k, value in enumerate(built.inputs):
-            if (
-                not isinstance(value, np.ndarray)
-                or value.dtype.kind not in "iu"
-                or value.dtype.itemsize < 4
-                or not value.size
-            ):
+            if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.dtype.itemsize < 4 or not value.size:
                 continue
             if value.dtype == np.int32:
                 continue
@@ -349,7 +338,9 @@ class OvTorchTarget(_OvTarget):
         import openvino as ov
 
         if built.details.get("combined"):
-            return self._convert_combined(built)
+            combined = self._convert_combined(built)
+            if combined is not None:
+                return combined
         program = export_torch(built)
         try:
             model = ov.convert_model(program)
@@ -362,7 +353,7 @@ class OvTorchTarget(_OvTarget):
         indices, error = _torch_input_indices(model, program)
         return OvModel(model, indices, interface_error=error)
 
-    def _convert_combined(self, built: SingleOpModel) -> OvModel:
+    def _convert_combined(self, built: SingleOpModel) -> OvModel | None:
         """A batch's combined model (opera/run/batch.py): ``convert_model(program)`` in its own two
         steps, OpenVINO's decomposition of the program (``ov_decompose``) and ``convert_model`` of
         the decoder it makes of it, so that a batch tried again without some parts cuts the
@@ -372,7 +363,10 @@ class OvTorchTarget(_OvTarget):
 
         program = built.details.get("decomposed")
         if program is None:
-            program = built.details["decomposed"] = ov_decompose(export_torch(built))
+            program = ov_decompose(export_torch(built))
+            if program is None:  # another torch: converted as a single test is
+                return None
+            built.details["decomposed"] = program
         model = ov.convert_model(fx_decoder(program))
         indices, error = _torch_input_indices(model, program)
         return OvModel(model, indices, interface_error=error)
@@ -512,11 +506,7 @@ class OvKerasTarget(_OvTarget):
     def reproducer_steps(self, built: SingleOpModel) -> ReproducerSteps:
         artifact, load = keras_artifact(built)
         names = f"{keras_input_names(built)!r} or [t.name.split(':')[0] for t in keras_model.inputs]"
-        code = (
-            load
-            + "import openvino as ov\nmodel = ov.convert_model(keras_model)\n"
-            + _reproducer_run(names, keras_outputs=True)
-        )
+        code = load + "import openvino as ov\nmodel = ov.convert_model(keras_model)\n" + _reproducer_run(names, keras_outputs=True)
         return artifact, list(built.inputs), code
 
     def convert(self, built: SingleOpModel) -> OvModel:
@@ -534,9 +524,7 @@ class OvKerasTarget(_OvTarget):
             )
         indices, input_error = _keras_input_indices(model, built)
         outputs, output_error = declared_outputs(
-            [set(o.get_names()) for o in model.outputs],
-            [t.name for t in declared],
-            keras_input_outputs(built.model),
+            [set(o.get_names()) for o in model.outputs], [t.name for t in declared], keras_input_outputs(built.model)
         )
         return OvModel(model, indices, outputs, input_error or output_error)
 
