@@ -3,8 +3,8 @@
 instance by instance.
 
 - ``today``: every test alone, every fixed-cost fix undone (``OPERA_FIXED_COSTS_UNDO``: no warm-up
-  op, no ``gc.freeze``, torch's uncached composite-op scan, Inductor's graph caches on), i.e. Opera
-  as it was when issue 16 was filed;
+  op, no ``gc.freeze``, torch's uncached composite-op scan, Inductor's graph caches on, torch's own
+  ``py_impl``), i.e. Opera as it was when issue 16 was filed;
 - ``fixed``: every test alone, the code as shipped (``--batch 1``);
 - ``batch``: ``--batch K`` (batchable targets only).
 
@@ -32,7 +32,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-UNDO_ALL = "warm-up-op,gc-freeze,cia-scan-cache,inductor-graph-caches"
+UNDO_ALL = "warm-up-op,gc-freeze,cia-scan-cache,inductor-graph-caches,py-impl-annotations"
 
 
 def run_mode(args: argparse.Namespace, target: str, mode: str) -> tuple[float, dict[str, tuple]]:

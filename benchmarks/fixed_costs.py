@@ -6,12 +6,15 @@ oracle) once per mode. The modes add the fixes one at a time; each fix can be un
 benchmarking through ``OPERA_FIXED_COSTS_UNDO`` (read by the worker):
 
 - ``before``: every fix undone (imports-only warm-up, no ``gc.freeze``, torch's uncached composite-op
-  scan, Inductor's graph caches on: torch's defaults);
+  scan, Inductor's graph caches on, torch's own ``py_impl``: torch's defaults);
 - ``+warm-up op``: the worker takes one tiny real op (ReLU) through the target before the first
   test's clock starts (``warm-up-op``);
 - ``+gc.freeze``: the objects alive after warm-up frozen out of the garbage collector (``gc-freeze``);
 - ``+scan cache`` (tvm-torch, ov-torch: the targets whose frontends call ``run_decompositions``):
   the cached composite-op scan (``cia-scan-cache``);
+- ``+lazy annotations`` (tvm-torch, ov-torch): torch's ``py_impl``, which ``run_decompositions``
+  calls about 11,500 times, with its annotations not evaluated on every call
+  (``py-impl-annotations``, opera/run/targets/_torch_py_impl.py);
 - ``+graph caches off`` (inductor targets): Inductor's FX graph and AOT-autograd caches off
   (``inductor-graph-caches``; a fidelity fix).
 
@@ -55,6 +58,7 @@ FIXES = {
     "+warm-up op": "warm-up-op",
     "+gc.freeze": "gc-freeze",
     "+scan cache": "cia-scan-cache",
+    "+lazy annotations": "py-impl-annotations",
     "+graph caches off": "inductor-graph-caches",
 }
 
@@ -62,7 +66,7 @@ FIXES = {
 def modes_for(target: str) -> list[str]:
     modes = ["before", "+warm-up op", "+gc.freeze"]
     if target in ("tvm-torch", "ov-torch"):
-        modes.append("+scan cache")
+        modes.extend(["+scan cache", "+lazy annotations"])
     if target.startswith("inductor-"):
         modes.append("+graph caches off")
     return modes

@@ -398,3 +398,95 @@ def test_openvino_converts_the_same_model_with_the_cached_scan(scan_instances, u
         with uncached_scan():
             without = _ov_text(target.convert(built).model, tmp_path)
         assert with_cache == without, inst.api
+
+
+# ---- torch's py_impl with postponed annotations ------------------------------------------------
+
+
+@pytest.fixture
+def stock_py_impl(monkeypatch: pytest.MonkeyPatch):
+    """A context in which torch's own ``py_impl`` is back (the lazy one installed)."""
+    import contextlib
+
+    import torch._ops
+
+    from opera.run.targets._torch_py_impl import _STATE, install_lazy_py_impl
+
+    assert install_lazy_py_impl(), "the lazy py_impl does not apply to this torch: re-read it (PY_IMPL_SOURCE)"
+    stock = _STATE["stock"]
+    assert torch._ops.OperatorBase.py_impl is not stock
+
+    @contextlib.contextmanager
+    def restored():
+        with monkeypatch.context() as patch:
+            patch.setattr(torch._ops.OperatorBase, "py_impl", stock)
+            yield
+
+    return restored
+
+
+def _inner_code(function):
+    return next(c for c in function.__code__.co_consts if hasattr(c, "co_code") and c.co_name == "inner")
+
+
+def _statements(code) -> list[tuple]:
+    """What a code object does, instruction by instruction, with where each stands in the source;
+    a method call on a module counts as the attribute load and call it is (the compiler emits
+    LOAD_ATTR for it where the module was imported in the same source, LOAD_METHOD otherwise),
+    and jump offsets, which move with that, are left out."""
+    import dis
+
+    return [
+        (i.opname.replace("LOAD_METHOD", "LOAD_ATTR"), None if i.opcode in dis.hasjrel + dis.hasjabs else i.argval, i.positions)
+        for i in dis.get_instructions(code)
+    ]
+
+
+def test_the_lazy_py_impl_is_torchs_with_its_annotations_left_as_text(stock_py_impl) -> None:
+    """The same decorator body (bytecode), at the same file and lines, registering and refusing as
+    torch's does; only the annotations are not evaluated."""
+    import torch._ops
+    from torch._C import DispatchKey
+
+    from opera.run.targets._torch_py_impl import _STATE
+
+    lazy, stock = torch._ops.OperatorBase.py_impl, _STATE["stock"]
+    assert isinstance(lazy.__annotations__["return"], str) and not isinstance(stock.__annotations__["return"], str)
+    assert _statements(_inner_code(lazy)) == _statements(_inner_code(stock))
+    for attr in ("co_filename", "co_firstlineno", "co_qualname"):
+        assert getattr(lazy.__code__, attr) == getattr(stock.__code__, attr)
+        assert getattr(_inner_code(lazy), attr) == getattr(_inner_code(stock), attr)
+    lib = torch.library.Library("opera_py_impl_test", "DEF")
+    try:
+        lib.define("same(Tensor x) -> Tensor")
+        op = torch.ops.opera_py_impl_test.same.default
+
+        def kernel(x):
+            return x
+
+        assert op.py_impl(DispatchKey.CPU)(kernel) is kernel and op.py_kernels[DispatchKey.CPU] is kernel
+        refusals = []
+        for method in (lazy, stock):
+            with pytest.raises(RuntimeError, match="Trying to override a python impl") as refused:
+                method(op, DispatchKey.CPU)(kernel)
+            refusals.append([(f.lineno, f.name) for f in __import__("traceback").extract_tb(refused.tb)][-1])
+        assert refusals[0] == refusals[1]
+    finally:
+        lib._destroy()
+
+
+@pytest.mark.slow
+def test_tvm_and_openvino_convert_the_same_programs_with_the_lazy_py_impl(scan_instances, stock_py_impl, tmp_path: Path) -> None:
+    pytest.importorskip("tvm")
+    pytest.importorskip("openvino")
+    os.environ.setdefault("CI", "true")  # no OpenVINO telemetry
+    from opera.run.targets import get_target
+    from opera.templates import get_template
+
+    tvm_torch, ov_torch = get_target("tvm-torch"), get_target("ov-torch")
+    for inst in scan_instances:
+        built = get_template("torch").build(inst, 0)
+        lazy = (tvm_torch.convert(built).mod.script(), _ov_text(ov_torch.convert(built).model, tmp_path))
+        with stock_py_impl():
+            stock = (tvm_torch.convert(built).mod.script(), _ov_text(ov_torch.convert(built).model, tmp_path))
+        assert lazy == stock, inst.api

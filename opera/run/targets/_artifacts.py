@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from opera.run.targets import ArtifactError, library_step
+from opera.run.targets._torch_py_impl import install_lazy_py_impl
 from opera.templates import SingleOpModel
 
 __all__ = [
@@ -69,6 +70,7 @@ def export_torch(built: SingleOpModel) -> Any:
     import torch
 
     install_cia_scan_cache()  # for the frontends' run_decompositions on this program
+    install_lazy_py_impl()  # ... and the op overrides it installs and restores (_torch_py_impl)
     try:
         with library_step():
             return torch.export.export(built.model, torch_inputs(built))
