@@ -158,7 +158,9 @@ def test_budget_stops_starting_tests_and_resume_finishes(tmp_path, capsys) -> No
     )
     with ResultStore(store) as db:
         assert db.get_run(1).status == "budget-exhausted"
-        assert 0 < len(db.results(1)) < 12
+        # the test a worker took before the budget ran out finishes; the ones queued behind it
+        # (the executor keeps 4 per worker) do not start (the worker takes over a second to start)
+        assert 0 < len(db.results(1)) <= 2
     assert "--resume 1" in capsys.readouterr().out
     # what would judge the rest of the run differently is refused; limits may change
     for flags in (["--seed", "3"], ["--unsupported-config", str(tmp_path / "u.toml")]):

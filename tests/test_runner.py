@@ -224,3 +224,15 @@ def test_idle_worker_over_half_its_memory_limit_is_recycled(tmp_path) -> None:
         executor.close()
     assert [o.result.outcome for o in outcomes if o.result] == [Outcome.PASS, Outcome.PASS]
     assert executor.recycled == 1
+
+
+def test_a_spent_budget_drops_the_queued_tests_but_not_the_reproducer_requests() -> None:
+    from opera.run.executors import TaskQueue, TestTask
+
+    inst = relus(1)[0]
+    queue = TaskQueue()
+    for seq, target in [(3, "a"), (1, "b"), (2, "a")]:
+        queue.add(TestTask(seq, inst, target))
+    queue.add(TestTask(-1, inst, "a", kind="reproduce"))
+    assert [t.seq for t in queue.drop_tests()] == [1, 2, 3]
+    assert len(queue) == 1 and queue.take(None, set()).kind == "reproduce" and len(queue) == 0

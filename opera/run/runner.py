@@ -549,9 +549,11 @@ def _execute(
             executor = factory(config.effective_workers(), settings)
         while pending or (executor is not None and executor.in_flight()):
             over_budget = config.budget_s is not None and time.monotonic() - started >= config.budget_s
-            if over_budget and pending:
-                status = RUN_BUDGET
-                pending.clear()
+            if over_budget:  # stop starting tests: those not submitted, and those queued unstarted
+                dropped = executor.drop_queued() if executor is not None else 0
+                if pending or dropped:
+                    status = RUN_BUDGET
+                    pending.clear()
             while pending and executor is not None and executor.free_slots() > 0:
                 test = pending.popleft()
                 inst = instances[test.instance_id]

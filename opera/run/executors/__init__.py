@@ -163,6 +163,16 @@ class TaskQueue:
         self._count -= 1
         return self._by_target[target].popleft()
 
+    def drop_tests(self) -> list[TestTask]:
+        """Remove the tests no worker has taken yet (reproducer requests stay), in planned order."""
+        dropped: list[TestTask] = []
+        for target, queue in self._by_target.items():
+            kept = deque(t for t in queue if t.kind == "reproduce")
+            dropped.extend(t for t in queue if t.kind != "reproduce")
+            self._by_target[target] = kept
+        self._count -= len(dropped)
+        return sorted(dropped, key=lambda t: t.seq)
+
     def clear(self) -> None:
         self._by_target.clear()
         self._count = 0
@@ -180,6 +190,10 @@ class Executor(Protocol):
 
     def in_flight(self) -> int:
         """Tasks submitted and not yet returned by ``poll``."""
+
+    def drop_queued(self) -> int:
+        """Forget the tests submitted that no worker has started (the run's budget is spent: they
+        stay unrun, for ``--resume``); how many. Tests under way finish."""
 
     def close(self) -> None:
         """Stop every worker (killing the ones still busy)."""

@@ -277,6 +277,9 @@ class LocalExecutor:
         per_worker = max(4, 2 * self.settings.batch) if self.settings.batch_targets else 4
         return max(0, per_worker * len(self._slots) - len(self._queue))
 
+    def drop_queued(self) -> int:
+        return len(self._queue.drop_tests())
+
     def in_flight(self) -> int:
         return len(self._queue) + sum(s.task.size for s in self._slots if s.task is not None)
 

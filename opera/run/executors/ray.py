@@ -423,6 +423,9 @@ class RayExecutor:
     def free_slots(self) -> int:
         return max(0, 2 * len(self._actors) - len(self._queue))
 
+    def drop_queued(self) -> int:
+        return len(self._queue.drop_tests())
+
     def in_flight(self) -> int:
         return len(self._queue) + sum(1 for a in self._actors if a.task is not None)
 
