@@ -156,21 +156,21 @@ class WorkerState:
         converter). Its outcome is only logged: it is never a verdict. Last, the objects alive now
         are moved out of the garbage collector's sight (``gc.freeze``): every later full collection
         would otherwise walk the frameworks' hundreds of thousands of objects again."""
+        from opera.run.targets import fixed_cost_undone
         from opera.templates import get_template
 
-        undo = set(os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","))  # benchmarks/fixed_costs.py only
         self.load_configs()
         get_template(library)
         target = self.target(target_name)
         reason = target.availability()
         if reason is not None:
             raise RuntimeError(f"target {target_name} is not available in this worker: {reason}")
-        if dummy_op and "warm-up-op" not in undo:
+        if dummy_op and not fixed_cost_undone("warm-up-op"):
             self._warm_up_op(target_name, library)
         from opera.reproduce.source import pin_loaded_sources
 
         pin_loaded_sources()  # reproducers embed Opera's source as loaded, not as the disk holds it later
-        if "gc-freeze" not in undo:
+        if not fixed_cost_undone("gc-freeze"):
             gc.collect()  # what is garbage now is not frozen with the rest
             gc.freeze()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
@@ -38,6 +39,7 @@ __all__ = [
     "NotApplicable",
     "Target",
     "all_targets",
+    "fixed_cost_undone",
     "get_target",
     "harness_step",
     "library_step",
@@ -67,6 +69,13 @@ class NotApplicable(Exception):
     """A metamorphic or differential rule does not apply here (``opera.run.rules``): the target has
     no such variant, the instance has no batch dimension, the other path cannot take the model.
     The message is the reason; recorded as ``not-applicable``, never as a failure."""
+
+
+def fixed_cost_undone(fix: str) -> bool:
+    """Does ``OPERA_FIXED_COSTS_UNDO`` (benchmarks only: benchmarks/fixed_costs.py, batched.py) name
+    this issue-16 fix, to be left out: ``warm-up-op``, ``gc-freeze``, ``cia-scan-cache``,
+    ``py-impl-annotations``, ``inductor-graph-caches``?"""
+    return fix in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(",")
 
 
 _library_reporter: Callable[[bool], None] | None = None

@@ -12,12 +12,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
-import os
 from typing import Any
 
 import numpy as np
 
-from opera.run.targets import ArtifactError, library_step
+from opera.run.targets import ArtifactError, fixed_cost_undone, library_step
 from opera.run.targets._torch_py_impl import install_lazy_py_impl
 from opera.templates import SingleOpModel
 
@@ -279,7 +278,7 @@ def install_cia_scan_cache() -> bool:
     another torch, or ``OPERA_FIXED_COSTS_UNDO`` names ``cia-scan-cache`` (benchmarks only)."""
     if "installed" in _CIA_CACHE:
         return bool(_CIA_CACHE["installed"])
-    if "cia-scan-cache" in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","):
+    if fixed_cost_undone("cia-scan-cache"):
         return False
     try:
         import torch.export.decomp_utils as decomp_utils

@@ -7,15 +7,15 @@ about a thousand ops and restores them afterwards (``_override_composite_implici
 postpone annotations, so each call builds ``Callable[_P, _T]`` twice (``collections.abc``'s
 generic alias, which nothing caches) for the annotations of the decorator it returns: about 0.05 s
 of a 0.12 s decomposition of one ReLU, and the same on every alone tvm-torch and ov-torch test
-(measured in docs/results.md, "Annotations torch evaluates 23,000 times a test").
+(measured in docs/results.md, "Annotations torch evaluated 23,000 times a test").
 
 ``install_lazy_py_impl`` replaces the method with the same source compiled with postponed
 annotations (``from __future__ import annotations``, PEP 563) in the same module globals: the same
 statements in the same order, only the annotations stay strings. It is installed only where the
 source is the one this was read from (``PY_IMPL_SOURCE``, the SHA-256 of the method's source, torch
 2.13.0); any other torch keeps its own. ``OPERA_FIXED_COSTS_UNDO=py-impl-annotations`` leaves it out
-(benchmarks only). tests/test_fixed_costs.py checks that the decomposed programs are the same with
-and without it.
+(benchmarks only). tests/test_fixed_costs.py checks that TVM and OpenVINO convert the same programs
+with and without it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import __future__
 
 import hashlib
 import inspect
-import os
 from typing import Any
+
+from opera.run.targets import fixed_cost_undone
 
 __all__ = ["PY_IMPL_SOURCE", "install_lazy_py_impl", "py_impl_source_hash"]
 
@@ -44,7 +45,7 @@ def install_lazy_py_impl() -> bool:
     benchmarks' ``OPERA_FIXED_COSTS_UNDO`` names ``py-impl-annotations``)."""
     if "installed" in _STATE:
         return bool(_STATE["installed"])
-    if "py-impl-annotations" in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","):
+    if fixed_cost_undone("py-impl-annotations"):
         return False
     try:
         import torch._ops

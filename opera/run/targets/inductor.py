@@ -26,7 +26,14 @@ import numpy as np
 
 from opera.outputs import flatten_outputs
 from opera.reproduce.steps import EAGER_LOAD, TORCH_LOAD, ReproducerSteps, eager_call, exported_program
-from opera.run.targets import ArtifactError, NotApplicable, Target, harness_step, register_target
+from opera.run.targets import (
+    ArtifactError,
+    NotApplicable,
+    Target,
+    fixed_cost_undone,
+    harness_step,
+    register_target,
+)
 from opera.run.targets._artifacts import aten_ops, export_torch, torch_inputs, torch_tensor
 from opera.run.targets._inductor_io import call_kwargs_on, inductor_graph_caches_off, inductor_to_numpy
 from opera.templates import SingleOpModel
@@ -147,7 +154,7 @@ class InductorTarget(Target):
         import torch
 
         torch._dynamo.reset()
-        if "inductor-graph-caches" not in os.environ.get("OPERA_FIXED_COSTS_UNDO", "").split(","):  # benchmarks only
+        if not fixed_cost_undone("inductor-graph-caches"):
             with harness_step("switch Inductor's graph caches off"):
                 inductor_graph_caches_off()
         model = built.model
