@@ -1,15 +1,20 @@
 """Pieces shared by the benchmarks: the seeded sample, the per-mode child process, the load average
 and the results file (runner_overhead, ray_throughput, parallel_ceiling, runner_throughput); the
-data-path arguments of the prioritize_* benchmarks."""
+data-path arguments of the prioritize_* benchmarks; a timer around a library function (batch_ceiling,
+batch_profile)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
 import subprocess
 import sys
+import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +96,27 @@ def save_row(results: Path, row: dict[str, Any], key: tuple[str, ...]) -> None:
     rows = [r for r in rows if tuple(r[k] for k in key) != tuple(row[k] for k in key)] + [row]
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def time_calls(
+    owner: Any, name: str, spent: dict[str, float], label: str | Callable[[Any], str], count: Counter | None = None
+) -> None:
+    """Wrap ``owner.name`` so that each call adds its seconds to ``spent[label]`` (and one to
+    ``count[label]``); ``label`` may be a function of the call's result (a call that raises counts
+    under ``"<name> raised"``)."""
+    real = getattr(owner, name)
+
+    @functools.wraps(real)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        key = f"{name} raised"
+        try:
+            result = real(*args, **kwargs)
+            key = label(result) if callable(label) else label
+            return result
+        finally:
+            spent[key] = spent.get(key, 0.0) + time.perf_counter() - started
+            if count is not None:
+                count[key] += 1
+
+    setattr(owner, name, wrapper)

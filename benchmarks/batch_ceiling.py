@@ -20,31 +20,16 @@ from __future__ import annotations
 
 import argparse
 import collections
-import functools
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import save_row
+from _common import save_row, time_calls
 from fixed_costs import sample
 
 RESULTS = Path(__file__).resolve().parent / "results" / "batch_ceiling.json"
 CORPUS = Path(__file__).resolve().parents[1] / "harvested" / "torch.jsonl.gz"
-
-
-def _timed(owner: Any, name: str, label: str, spent: dict[str, float]) -> None:
-    real = getattr(owner, name)
-
-    @functools.wraps(real)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return real(*args, **kwargs)
-        finally:
-            spent[label] += time.perf_counter() - started
-
-    setattr(owner, name, wrapper)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     batched_state.warm_up(args.target, "torch")
     spent: dict[str, float] = collections.defaultdict(float)
     target = batched_state.target(args.target)
-    _timed(tvm_target, "export_torch", "export", spent)
-    _timed(tvm_target, "decompose_torch", "decompose", spent)
+    time_calls(tvm_target, "export_torch", spent, "export")
+    time_calls(tvm_target, "decompose_torch", spent, "decompose")
     for stage in ("convert", "compile", "run"):
-        _timed(target, stage, stage, spent)
+        time_calls(target, stage, spent, stage)
     tasks = [TestTask(k, inst, args.target) for k, inst in enumerate(passing)]
     decided = 0
     started = time.perf_counter()

@@ -22,34 +22,16 @@ from __future__ import annotations
 
 import argparse
 import collections
-import functools
 import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from _common import save_row
+from _common import save_row, time_calls
 from fixed_costs import sample
 
 RESULTS = Path(__file__).resolve().parent / "results" / "batch_profile.json"
 CORPUS = Path(__file__).resolve().parents[1] / "harvested" / "torch.jsonl.gz"
-
-
-def _timed(owner: Any, name: str, spent: dict[str, float], count: collections.Counter, label: Any) -> None:
-    """Wrap ``owner.name`` to add its time under ``label`` (a string, or a function of its result)."""
-    real = getattr(owner, name)
-
-    @functools.wraps(real)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        result = real(*args, **kwargs)
-        key = label(result) if callable(label) else label
-        spent[key] += time.perf_counter() - started
-        count[key] += 1
-        return result
-
-    setattr(owner, name, wrapper)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,14 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         instances = [i for i in instances if i.id not in deadly]
     spent: dict[str, float] = collections.defaultdict(float)
     count: collections.Counter = collections.Counter()
-    _timed(execution, "library_reference", spent, count, "batch: references")
-    _timed(batch, "_compile_and_judge", spent, count, lambda failure: "batch: builds that failed" if failure else "batch: builds that passed")
+    time_calls(execution, "library_reference", spent, "batch: references", count)
+    time_calls(batch, "_compile_and_judge", spent, lambda failure: "batch: builds that failed" if failure else "batch: builds that passed", count)
     if args.inductor_steps:
         import torch._inductor.codecache as codecache
         import torch._inductor.graph as graph
 
-        _timed(graph.GraphLowering, "codegen", spent, count, "inductor: code generation")
-        _timed(codecache.PyCodeCache, "load_by_key_path", spent, count, "inductor: load (C++ compiles)")
+        time_calls(graph.GraphLowering, "codegen", spent, "inductor: code generation", count)
+        time_calls(codecache.PyCodeCache, "load_by_key_path", spent, "inductor: load (C++ compiles)", count)
 
     state = execution.WorkerState(WorkerSettings(seed=args.seed, batch_targets=(args.target,), batch=args.batch))
     state.warm_up(args.target, "torch")

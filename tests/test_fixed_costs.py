@@ -445,6 +445,8 @@ def _statements(code) -> list[tuple]:
 def test_the_lazy_py_impl_is_torchs_with_its_annotations_left_as_text(stock_py_impl) -> None:
     """The same decorator body (bytecode), at the same file and lines, registering and refusing as
     torch's does; only the annotations are not evaluated."""
+    import traceback
+
     import torch._ops
     from torch._C import DispatchKey
 
@@ -469,7 +471,8 @@ def test_the_lazy_py_impl_is_torchs_with_its_annotations_left_as_text(stock_py_i
         for method in (lazy, stock):
             with pytest.raises(RuntimeError, match="Trying to override a python impl") as refused:
                 method(op, DispatchKey.CPU)(kernel)
-            refusals.append([(f.lineno, f.name) for f in __import__("traceback").extract_tb(refused.tb)][-1])
+            last = traceback.extract_tb(refused.tb)[-1]
+            refusals.append((last.filename, last.lineno, last.name))
         assert refusals[0] == refusals[1]
     finally:
         lib._destroy()
