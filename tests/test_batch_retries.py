@@ -221,13 +221,19 @@ def test_a_batch_judges_passes_without_the_probes_a_difference_runs(monkeypatch)
 def test_a_part_holding_an_empty_tensor_runs_alone(monkeypatch) -> None:
     """OpenVINO's matmul of a 2x0 by a 0x2 matrix returns uninitialized memory (judged REAL): the
     single run is ``inconsistent``, but the garbage compared equal once in a batch (the session-9
-    benchmark). Parts holding an empty tensor, as an input or a constant, run alone."""
-    from opera.run.batch import execute_batch, holds_empty_tensor
-    from opera.run.execution import WorkerState
+    benchmark). Parts holding an empty tensor, as an input or a constant, whose reference has
+    values run alone; one whose outputs are empty too (a division of empty tensors: only shapes and
+    dtypes are compared) is decided in the batch, as its single run decides it."""
+    from opera.run.batch import computes_from_empty, execute_batch, holds_empty_tensor
+    from opera.run.execution import WorkerState, execute_task
     from opera.run.executors import TestTask, WorkerSettings
 
     (multi_dot,) = _corpus("a574740f52eb7105c62a")
     assert holds_empty_tensor(multi_dot) and not holds_empty_tensor(_op("torch.sigmoid", X))
+    empty_div = _op("torch.Tensor.div", np.zeros((0, 1, 3), np.float32), np.ones((0, 10, 3), np.float32))
+    assert holds_empty_tensor(empty_div)
+    assert not computes_from_empty(empty_div, [np.zeros((0, 10, 3), np.float32)])
+    assert computes_from_empty(multi_dot, [np.zeros((2, 2), np.float32)])
     template = get_template("torch")
     combined: list[list[str]] = []  # the parts of every model the batch built (a spy, not a stand-in)
     real_combine = type(template).combine
@@ -236,14 +242,19 @@ def test_a_part_holding_an_empty_tensor_runs_alone(monkeypatch) -> None:
         "combine",
         lambda self, parts: combined.append([p.instance.id for p in parts]) or real_combine(self, parts),
     )
-    insts = [_op("torch.sigmoid", X), multi_dot, _op("torch.tanh", X)]
+    insts = [_op("torch.sigmoid", X), multi_dot, empty_div, _op("torch.tanh", X)]
     state = WorkerState(WorkerSettings(seed=0))
-    outcome = execute_batch(
-        [TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)], state, lambda stage: None
-    )
+    tasks = [TestTask(k, inst, "ov-torch") for k, inst in enumerate(insts)]
+    outcome = execute_batch(tasks, state, lambda stage: None)
     assert [t.instance.id for t in outcome.alone] == [multi_dot.id]
-    assert sorted(o.task.seq for o in outcome.decided) == [0, 2]
+    assert sorted(o.task.seq for o in outcome.decided) == [0, 2, 3]
     assert combined and not any(multi_dot.id in parts for parts in combined)  # never built into a batch
+    assert any(empty_div.id in parts for parts in combined)
+    (batched,) = [o.result for o in outcome.decided if o.task.seq == 2]
+    single = execute_task(tasks[2], WorkerState(WorkerSettings(seed=0)), lambda stage: None, lambda *a: None).result
+    assert batched is not None and single is not None
+    assert (batched.outcome, batched.stage, batched.signature) == (single.outcome, single.stage, single.signature)
+    assert batched.outcome.value == "pass"
 
 
 def test_batches_are_on_by_default_where_they_pay() -> None:

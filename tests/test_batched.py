@@ -139,6 +139,65 @@ def test_batch_gaps_attribute_each_missing_op_to_its_own_part() -> None:
     assert target.batch_gaps(combined, "TVMError: something else") is None
 
 
+def _no_rule_tests() -> list[OperatorInstance]:
+    """Passing ops among ops OpenVINO has no conversion rule for (cholesky, copysign, cumprod,
+    bitwise_right_shift: ``No conversion rule found for operations``)."""
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    return [
+        _torch_op("torch.nn.functional.relu", x),
+        _torch_op("torch.cholesky", np.eye(3, dtype=np.float32) * 2),
+        _torch_op("torch.sigmoid", x),
+        _torch_op("torch.copysign", x, -x),
+        _torch_op("torch.tanh", x),
+        _torch_op("torch.cumprod", x, 1),
+        _torch_op("torch.exp", x),
+        _torch_op("torch.bitwise_right_shift", np.arange(6, dtype=np.int64), np.ones(6, np.int64)),
+        _torch_op("torch.neg", x),
+    ]
+
+
+def test_ov_batch_gaps_give_each_part_the_report_of_its_own_conversion() -> None:
+    """OpenVINO converts every node before it reports the ops it has no rule for: each part owning
+    one gets the very exception (type and text) its own conversion raises; a report with a
+    translator's failure in it, or naming an op no part owns, decides nothing."""
+    from opera.run.targets import get_target
+
+    target = get_target("ov-torch")
+    template = get_template("torch")
+    insts = _no_rule_tests()
+    combined = template.combine([template.build(inst, 0) for inst in insts])
+    with pytest.raises(Exception, match="No conversion rule found for operations: aten.bitwise_right_shift.Tensor, aten.cholesky") as raised:
+        target.convert(combined)
+    failure = f"{type(raised.value).__name__}: {raised.value}"
+    gaps = target.batch_gaps(combined, failure)
+    assert gaps is not None and sorted(gaps) == [1, 3, 5, 7]
+    for k, exc in gaps.items():
+        with pytest.raises(Exception) as alone:
+            target.convert(template.build(insts[k], 0))
+        assert type(alone.value) is type(exc) and str(alone.value) == str(exc)
+        assert f"openvino._pyopenvino.{type(exc).__name__}: {exc}".startswith(target.batch_gap_message)
+    other = failure.replace("aten.cholesky.default", "aten.cholesky.default, aten.lgamma.default")
+    assert target.batch_gaps(combined, other) is None  # an op no part owns
+    detailed = failure.replace("Model wasn't fully converted.\n", "Model wasn't fully converted. Failed operations detailed log:\n")
+    assert target.batch_gaps(combined, detailed) is None
+    assert target.batch_gaps(combined, failure + "-- Conversion is failed for: <built-in function getitem>\n") is None
+
+
+@pytest.mark.slow
+def test_ov_torch_decides_its_missing_rules_in_a_batch(tmp_path, capsys) -> None:
+    """The ops without a conversion rule are decided in the batch (their own run's message); only
+    the warm-up's first test runs alone."""
+    corpus = write(tmp_path / "c.jsonl", _no_rule_tests())
+    _run(corpus, tmp_path / "alone.db", ["ov-torch"], 1, capsys)
+    batched = _run(corpus, tmp_path / "batched.db", ["ov-torch"], 8, capsys)
+    alone_verdicts = _verdicts(tmp_path / "alone.db")
+    assert alone_verdicts == _verdicts(tmp_path / "batched.db")
+    assert sorted(v[0] for v in alone_verdicts.values()) == ["pass"] * 5 + ["unsupported"] * 4
+    assert _messages(tmp_path / "alone.db", "ov-torch") == _messages(tmp_path / "batched.db", "ov-torch")
+    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
+    assert decided == 8
+
+
 def test_a_conversion_failure_names_the_part_tvm_was_converting() -> None:
     """TVM's importer converts node by node; the node of its loop's frame, when a batch's conversion
     raises, belongs to one part (its module): that part runs alone, the rest is tried again."""

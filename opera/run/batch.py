@@ -38,7 +38,7 @@ from opera.outcomes import Outcome, Stage, TestResult
 from opera.run.executors import TaskOutcome, TestTask
 from opera.values import ObjectSpec, TensorSpec
 
-__all__ = ["BatchOutcome", "execute_batch", "failing_operators", "known_failing", "operator_name", "remember_failure"]
+__all__ = ["BatchOutcome", "computes_from_empty", "execute_batch", "failing_operators", "known_failing", "operator_name", "remember_failure"]
 
 
 def operator_name(api: str) -> str:
@@ -119,6 +119,14 @@ def holds_empty_tensor(inst: OperatorInstance) -> bool:
     return empty([inst.args, inst.kwargs, inst.inputs])
 
 
+def computes_from_empty(inst: OperatorInstance, reference: list[Any]) -> bool:
+    """An instance holding an empty tensor (``holds_empty_tensor``) whose reference has values:
+    those values are what a compiler may take from uninitialized memory. Where every reference
+    output is empty too (a pad, an unfold, a division of empty tensors) only shapes and dtypes
+    are compared, which the part's own program decides in a batch as alone: it is batched."""
+    return holds_empty_tensor(inst) and any(np.asarray(r).size > 0 for r in reference)
+
+
 @dataclass
 class BatchOutcome:
     """What a batch decided: the members it judged (passes, and gaps ``batch_gaps`` attributes),
@@ -171,7 +179,7 @@ def execute_batch(tasks: list[TestTask], state: Any, report_stage: Callable[[Sta
         if (
             not again.consistent
             or built.details.get("draws_random")  # its reference drew random numbers
-            or holds_empty_tensor(inst)  # compilers' results on empty tensors: uninitialized memory
+            or computes_from_empty(inst, reference)  # compilers' results on empty tensors: uninitialized memory
             or built.details.get("library_rejects")  # invalid: its own run says so
             or not all(isinstance(x, np.ndarray) for x in pristine)
             or judge_domain(state.oracle, built, pristine, reference) is not None

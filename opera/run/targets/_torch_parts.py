@@ -16,7 +16,7 @@ import copy
 import re
 from typing import Any
 
-__all__ = ["cut_combined", "cut_program", "fx_decoder", "named_parts", "ov_decompose", "owning_part"]
+__all__ = ["cut_combined", "cut_program", "fx_decoder", "named_parts", "no_rule_parts", "ov_decompose", "owning_part"]
 
 _PART = re.compile(r"parts\.(\d+)(\.|$)")
 
@@ -225,3 +225,38 @@ def named_parts(message: str, program: Any) -> set[int]:
             if owner is not None:
                 found.add(owner)
     return found
+
+
+# OpenVINO's report when nothing but missing conversion rules stopped a conversion (its
+# UnconvertedOpsReport keeps the ops in a std::map: sorted, each once). A report that also holds a
+# translator's failure ("Failed operations detailed log", "-- Conversion is failed for") does not match.
+_OV_ONLY_NO_RULE = re.compile(
+    r"\AOpConversionFailure: (?P<head>[^\n]*\n[^\n]*\nModel wasn't fully converted\.\nSummary:\n"
+    r"-- No conversion rule found for operations: )(?P<ops>[^\n]+)\n\Z"
+)
+
+
+def no_rule_parts(failure: str, program: Any) -> dict[int, Exception] | None:
+    """For ``OvTorchTarget.batch_gaps``: where a combined program's conversion failed only on ops
+    without a conversion rule, each part owning such an op, with the ``OpConversionFailure`` its
+    own conversion raises (the same report of its own ops). OpenVINO converts every node before it
+    reports, and looks a rule up by the op alone, so a part alone lacks exactly the rules for its own
+    ops the batch's report names; a report with any other failure in it is not decided (None), nor
+    one naming an op no single part owns."""
+    from openvino._pyopenvino import OpConversionFailure
+
+    found = _OV_ONLY_NO_RULE.match(failure)
+    if found is None or program is None:
+        return None
+    named = {op.strip() for op in found.group("ops").split(",")}
+    missing: dict[int, set[str]] = {}
+    for node in program.graph.nodes:
+        if node.op != "call_function" or str(node.target) not in named:
+            continue
+        owner = owning_part(node)
+        if owner is None:
+            return None
+        missing.setdefault(owner, set()).add(str(node.target))
+    if not missing or set().union(*missing.values()) != named:
+        return None
+    return {k: OpConversionFailure(found.group("head") + ", ".join(sorted(ops)) + "\n") for k, ops in missing.items()}

@@ -50,7 +50,7 @@ from opera.run.targets._ov_io import (
     to_ov_tensor,
 )
 from opera.run.targets._ov_onnx_binary import library_names, newest_known_opset
-from opera.run.targets._torch_parts import cut_combined, fx_decoder, named_parts, ov_decompose
+from opera.run.targets._torch_parts import cut_combined, fx_decoder, named_parts, no_rule_parts, ov_decompose
 from opera.templates import SingleOpModel
 from opera.templates.onnx_template import schema_at
 
@@ -258,6 +258,13 @@ class OvTorchTarget(_OvTarget):
 
     batchable = True
     batch_pays = True  # 1,000 random torch instances: docs/results.md (batched compilation)
+    # the report of missing conversion rules only (``batch_gaps``); the line is OpenVINO 2026.4's
+    batch_gap_message = (
+        "openvino._pyopenvino.OpConversionFailure: Check 'false' failed at "
+        "src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
+        "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted.\nSummary:\n"
+        "-- No conversion rule found for operations:"
+    )
     converts_library_lowering = True
     name = "ov-torch"
     library = "torch"
@@ -325,6 +332,11 @@ class OvTorchTarget(_OvTarget):
         """The program OpenVINO's decomposition made of ``whole`` with only the parts ``keep``
         (``cut_program``): a batch tried again without a part does not export and decompose again."""
         return cut_combined(whole, keep, combined)
+
+    def batch_gaps(self, combined: SingleOpModel, failure: str) -> dict[int, Exception] | None:
+        """Where the batch's conversion failed only on ops without a conversion rule: the parts
+        owning one, each with the report its own conversion raises (``no_rule_parts``)."""
+        return no_rule_parts(failure, combined.details.get("decomposed"))
 
     def batch_culprits(self, exc: BaseException, combined: SingleOpModel | None = None) -> set[int]:
         """The parts whose nodes OpenVINO's failure names: by node ("conversion of operation
