@@ -16,7 +16,8 @@ Instances: a seeded ``--sample N`` of the corpus (``--sample-seed``), or the fir
 no verification, a fresh Inductor cache folder); modes alternate per repetition. Throughput is
 counted from the first to the last stored result, so worker start-up and warm-up are left out; the
 median over repetitions is reported, with the outcome counts and every instance whose verdict
-(outcome, stage, signature) differs from ``fixed``.
+(outcome, stage, signature) differs from ``fixed``, and how many kept their verdict with another message
+(the first 20 listed).
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ def run_mode(args: argparse.Namespace, target: str, mode: str) -> tuple[float, d
             env.pop("OPERA_FIXED_COSTS_UNDO", None)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         db = sqlite3.connect(store)
-        rows = db.execute("SELECT instance_id, outcome, stage, signature, finished FROM results ORDER BY finished").fetchall()
+        rows = db.execute("SELECT instance_id, outcome, stage, signature, finished, message FROM results ORDER BY finished").fetchall()
     finished = [r[4] for r in rows]
     rate = (len(rows) - 1) / (finished[-1] - finished[0]) if len(rows) > 1 and finished[-1] > finished[0] else 0.0
-    return rate, {r[0]: (r[1], r[2], r[3]) for r in rows}
+    return rate, {r[0]: (r[1], r[2], r[3], r[5]) for r in rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,14 +88,21 @@ def main(argv: list[str] | None = None) -> int:
                 rates[mode].append(rate)
                 verdicts[mode] = seen
                 print(f"  {target} {mode}: {rate:.2f} tests/s", flush=True)
-        base = verdicts.get("fixed") or next(iter(verdicts.values()))
+        full = verdicts.get("fixed") or next(iter(verdicts.values()))
+        base = {i: v[:3] for i, v in full.items()}
         row: dict[str, object] = {"tests": len(base), "outcomes": dict(Counter(v[0] for v in base.values()))}
         for mode in args.modes:
             row[f"tests_per_s_{mode}"] = round(statistics.median(rates[mode]), 3)
-            differ = {i: (base.get(i), verdicts[mode].get(i)) for i in set(base) | set(verdicts[mode]) if base.get(i) != verdicts[mode].get(i)}
+            mine = {i: v[:3] for i, v in verdicts[mode].items()}
+            differ = {i: (base.get(i), mine.get(i)) for i in set(base) | set(mine) if base.get(i) != mine.get(i)}
             row[f"verdicts_differ_{mode}"] = len(differ)
             if differ:
                 row[f"differences_{mode}"] = {k: [list(v[0] or ()), list(v[1] or ())] for k, v in sorted(differ.items())}
+            # the same verdict, another message (a gap a batch decided says what its own run says)
+            worded = sorted(i for i in set(base) & set(mine) if i not in differ and full[i][3] != verdicts[mode][i][3])
+            row[f"messages_differ_{mode}"] = len(worded)
+            if worded:
+                row[f"message_differences_{mode}"] = {i: [full[i][3][:300], verdicts[mode][i][3][:300]] for i in worded[:20]}
         today = statistics.median(rates["today"]) if "today" in rates else None
         for mode in args.modes:
             if today and mode != "today":

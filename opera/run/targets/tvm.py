@@ -772,17 +772,19 @@ def unconverted_parts(combined: SingleOpModel, failure: str, handlers: dict[str,
         program = _decomposed(combined)
     except Exception:
         return None
-    missing: dict[int, set[str]] = {}
+    missing: dict[int, list[str]] = {}
     for node in program.graph.nodes:
         if node.op != "call_function" or node.target.__name__ in handlers:
             continue
         owner = owning_part(node)
         if owner is None:  # not traced inside exactly one part: cannot say whose it is
             return None
-        missing.setdefault(owner, set()).add(node.target.__name__)
-    if not missing or set().union(*missing.values()) != named:
+        missing.setdefault(owner, []).append(node.target.__name__)
+    if not missing or {op for ops in missing.values() for op in ops} != named:
         return None
-    return {k: AssertionError(f"Unsupported function types {sorted(ops)}") for k, ops in missing.items()}
+    # TVM's own words: ``list({...})`` of the names in node order (its _check_unsupported_func_type),
+    # so the order of two or more is the set's order in this process, as the part's own run gives it
+    return {k: AssertionError(f"Unsupported function types {list(set(ops))}") for k, ops in missing.items()}
 
 
 def _decomposed(built: SingleOpModel) -> Any:
