@@ -33,6 +33,19 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def portable(message: str) -> str:
+    """A stored message with this machine's paths taken out (tracebacks name the checkout and
+    the environment's site-packages): the results file holds no absolute path."""
+    import sysconfig
+
+    for path, name in ((sysconfig.get_paths()["purelib"], "<site-packages>"), (str(REPO), "<repo>")):
+        message = message.replace(path, name)
+    return message
+
+
 UNDO_ALL = "warm-up-op,gc-freeze,cia-scan-cache,inductor-graph-caches,py-impl-annotations"
 
 
@@ -102,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             worded = sorted(i for i in set(base) & set(mine) if i not in differ and full[i][3] != verdicts[mode][i][3])
             row[f"messages_differ_{mode}"] = len(worded)
             if worded:
-                row[f"message_differences_{mode}"] = {i: [full[i][3][:300], verdicts[mode][i][3][:300]] for i in worded[:20]}
+                row[f"message_differences_{mode}"] = {i: [portable(full[i][3])[:300], portable(verdicts[mode][i][3])[:300]] for i in worded[:20]}
         today = statistics.median(rates["today"]) if "today" in rates else None
         for mode in args.modes:
             if today and mode != "today":
