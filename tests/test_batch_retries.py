@@ -308,3 +308,26 @@ def test_a_gap_of_two_ops_is_worded_in_tvm_s_own_order() -> None:
         target.convert(template.build(histogram, 0))
     assert str(gaps[1]) == str(alone.value)
     assert "_histogramdd_bin_edges.default" in str(alone.value) and "_histogramdd_from_bin_cts.default" in str(alone.value)
+
+
+@pytest.mark.slow
+def test_openvino_names_the_part_its_cpu_plugin_failed_on_at_inference() -> None:
+    """A batch of eight cdist tests compiles but fails at inference: the CPU plugin names its node
+    by the torch node's name first ("[CPU] Add node with name '_cdist_forward_3/aten._cdist_
+    forward.default/Subtract_2'"). That names the one part that fails alone too (at run), so it
+    runs alone at once instead of the batch being halved four times down to it."""
+    from opera.run.targets import get_target
+
+    ids = (
+        "b1fc6521d4c8f29b8557", "2298ef3a3cde11b3b543", "e7d8d498f995c0b4fd69", "16493da78b9e4ffeef89",
+        "8b5fa50eef5e266ba315", "9da62aa58874dcc1e627", "fcc6bddb8c7a037325ce", "34d71ecc67b49337ac78",
+    )  # fmt: skip
+    target = get_target("ov-torch")
+    template = get_template("torch")
+    built = _built(_corpus(*ids))
+    whole = template.combine(built)
+    with pytest.raises(RuntimeError, match="node with name '_cdist_forward_3/") as raised:
+        target.run(target.compile(target.convert(whole)), [x.copy() for x in whole.inputs])
+    assert target.batch_culprits(raised.value, whole) == {3}
+    with pytest.raises(RuntimeError, match="Eltwise shape infer"):
+        target.run(target.compile(target.convert(built[3])), [x.copy() for x in built[3].inputs])

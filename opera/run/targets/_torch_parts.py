@@ -209,13 +209,17 @@ def fx_decoder(decomposed: Any) -> Any:
     return TorchFXPythonDecoder(decomposed.module(), dynamic_shapes=True)
 
 
-_OV_NODE = re.compile(r"(?:conversion of operation|PtFrameworkNode) ([A-Za-z_][\w]*)/")
+# a node by its torch name, which begins OpenVINO's names of what it made of it: in a conversion
+# failure ("conversion of operation getitem_9/<built-in function getitem>", "PtFrameworkNode
+# getitem_8/...") and in the CPU plugin's at inference ("[CPU] Add node with name
+# '_cdist_forward_3/aten._cdist_forward.default/Subtract_2'")
+_OV_NODE = re.compile(r"(?:conversion of operation |PtFrameworkNode |node with name ')([A-Za-z_][\w]*)/")
 _OV_NO_RULE = re.compile(r"No conversion rule found for operations: (.+)")
 
 
 def named_parts(message: str, program: Any) -> set[int]:
-    """The parts of a combined program whose nodes an OpenVINO conversion failure names, by
-    node name or by an op no conversion rule exists for."""
+    """The parts of a combined program whose nodes an OpenVINO failure names (a conversion's, or
+    the CPU plugin's at inference), by node name or by an op no conversion rule exists for."""
     names = set(_OV_NODE.findall(message))
     ops = {op.strip() for m in _OV_NO_RULE.findall(message) for op in m.split(",")}
     found: set[int] = set()

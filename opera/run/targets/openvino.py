@@ -340,7 +340,9 @@ class OvTorchTarget(_OvTarget):
 
     def batch_culprits(self, exc: BaseException, combined: SingleOpModel | None = None) -> set[int]:
         """The parts whose nodes OpenVINO's failure names: by node ("conversion of operation
-        getitem_9/<built-in function getitem>", "Consumer: util::PtFrameworkNode getitem_8/...") or
+        getitem_9/<built-in function getitem>", "Consumer: util::PtFrameworkNode getitem_8/...", the
+        CPU plugin's "[CPU] Add node with name '_cdist_forward_3/aten._cdist_forward.default/..."
+        at inference) or
         by an op without a conversion rule ("No conversion rule found for operations:
         aten.exp2.default"), in the program its decomposition made of the batch."""
         program = combined.details.get("decomposed") if combined is not None else None
