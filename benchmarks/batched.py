@@ -29,6 +29,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -39,8 +40,6 @@ REPO = Path(__file__).resolve().parents[1]
 def portable(message: str) -> str:
     """A stored message with this machine's paths taken out (tracebacks name the checkout and
     the environment's site-packages): the results file holds no absolute path."""
-    import sysconfig
-
     for path, name in ((sysconfig.get_paths()["purelib"], "<site-packages>"), (str(REPO), "<repo>")):
         message = message.replace(path, name)
     return message

@@ -22,6 +22,13 @@ def _verdicts(store: Path) -> dict[tuple[str, str], tuple]:
     return {(r[0], r[1]): r[2:] for r in rows}
 
 
+def _decided(summary: str) -> int:
+    """The count of the run summary's "N test(s) decided in batches" line (0 without one)."""
+    if "decided in batches" not in summary:
+        return 0
+    return int(summary.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
+
+
 def _run(corpus: Path, store: Path, targets: list[str], batch: int, capsys) -> str:
     args = ["run", str(corpus), "--store", str(store), "--workers", "1", "--timeout", "8", "--no-verify", "-q"]
     for target in targets:
@@ -45,7 +52,7 @@ def test_faults_in_a_batch_get_the_verdicts_of_their_single_runs(tmp_path, capsy
     assert outcomes == {"pass", "crash", "native-crash", "timeout"}
     assert {v[0] for k, v in many.items() if k[1] == "test-wrong"} == {"inconsistent"}
     # some tests were decided in a batch: the count is in the summary line
-    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
+    decided = _decided(batched)
     assert 0 < decided <= 12
 
 
@@ -84,13 +91,26 @@ def test_real_torch_targets_give_the_same_verdicts_batched(tmp_path, capsys) -> 
     batched = _run(corpus, tmp_path / "batched.db", targets, 8, capsys)
     assert _verdicts(tmp_path / "alone.db") == _verdicts(tmp_path / "batched.db")
     assert "test(s) decided in batches of up to 8 (tvm-torch, ov-torch, inductor-torch)" in batched
-    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
-    assert decided >= 12  # of 27 tests: each target's first runs alone (warm-up), the empty mul alone
+    decided = _decided(batched)
+    assert decided >= 12  # of 27 tests: each target's first runs alone (warm-up); the empty mul's output is
+    # empty too, so it is batched (computes_from_empty)
 
 
 def _messages(store: Path, target: str) -> dict[str, str]:
     rows = sqlite3.connect(store).execute("SELECT instance_id, message FROM results WHERE target = ?", (target,))
     return dict(rows.fetchall())
+
+
+def _alone_then_batched(tmp_path: Path, tests: list[OperatorInstance], target: str, capsys) -> tuple[list[str], int]:
+    """Run ``tests`` on ``target`` alone, then in batches of 8: the two stores must hold the same
+    verdicts and the same messages. Returns the outcomes (sorted) and how many the batches decided."""
+    corpus = write(tmp_path / "c.jsonl", tests)
+    _run(corpus, tmp_path / "alone.db", [target], 1, capsys)
+    batched = _run(corpus, tmp_path / "batched.db", [target], 8, capsys)
+    alone_verdicts = _verdicts(tmp_path / "alone.db")
+    assert alone_verdicts == _verdicts(tmp_path / "batched.db")
+    assert _messages(tmp_path / "alone.db", target) == _messages(tmp_path / "batched.db", target)
+    return sorted(v[0] for v in alone_verdicts.values()), _decided(batched)
 
 
 @pytest.mark.slow
@@ -110,14 +130,8 @@ def test_tvm_torch_decides_its_gaps_in_a_batch(tmp_path, capsys) -> None:
         _torch_op("torch.abs", x),
         _torch_op("torch.neg", x),
     ]
-    corpus = write(tmp_path / "c.jsonl", tests)
-    _run(corpus, tmp_path / "alone.db", ["tvm-torch"], 1, capsys)
-    batched = _run(corpus, tmp_path / "batched.db", ["tvm-torch"], 8, capsys)
-    alone_verdicts = _verdicts(tmp_path / "alone.db")
-    assert alone_verdicts == _verdicts(tmp_path / "batched.db")
-    assert sorted(v[0] for v in alone_verdicts.values()) == ["pass"] * 6 + ["unsupported"] * 3
-    assert _messages(tmp_path / "alone.db", "tvm-torch") == _messages(tmp_path / "batched.db", "tvm-torch")
-    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
+    outcomes, decided = _alone_then_batched(tmp_path, tests, "tvm-torch", capsys)
+    assert outcomes == ["pass"] * 6 + ["unsupported"] * 3
     assert decided == 8  # the three gaps and five passes; the first test went alone (warm-up)
 
 
@@ -187,14 +201,8 @@ def test_ov_batch_gaps_give_each_part_the_report_of_its_own_conversion() -> None
 def test_ov_torch_decides_its_missing_rules_in_a_batch(tmp_path, capsys) -> None:
     """The ops without a conversion rule are decided in the batch (their own run's message); only
     the warm-up's first test runs alone."""
-    corpus = write(tmp_path / "c.jsonl", _no_rule_tests())
-    _run(corpus, tmp_path / "alone.db", ["ov-torch"], 1, capsys)
-    batched = _run(corpus, tmp_path / "batched.db", ["ov-torch"], 8, capsys)
-    alone_verdicts = _verdicts(tmp_path / "alone.db")
-    assert alone_verdicts == _verdicts(tmp_path / "batched.db")
-    assert sorted(v[0] for v in alone_verdicts.values()) == ["pass"] * 5 + ["unsupported"] * 4
-    assert _messages(tmp_path / "alone.db", "ov-torch") == _messages(tmp_path / "batched.db", "ov-torch")
-    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
+    outcomes, decided = _alone_then_batched(tmp_path, _no_rule_tests(), "ov-torch", capsys)
+    assert outcomes == ["pass"] * 5 + ["unsupported"] * 4
     assert decided == 8
 
 
@@ -340,14 +348,9 @@ def test_the_stores_earlier_runs_send_their_failing_operators_alone(tmp_path, ca
     first = _run(corpus, store, ["test-faults"], 4, capsys)
     second = _run(corpus, store, ["test-faults"], 4, capsys)
 
-    def decided(summary: str) -> int:
-        if "decided in batches" not in summary:
-            return 0
-        return int(summary.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
-
     # the faults are Relu instances too: after the first run, Relu is known to fail on test-faults,
     # so the second run tries none of its tests in a batch
-    assert decided(first) > 0 and decided(second) == 0
+    assert _decided(first) > 0 and _decided(second) == 0
     rows = sqlite3.connect(store).execute("SELECT run, instance_id, outcome, stage, signature FROM results")
     by_run: dict[int, dict] = {}
     for run, *rest in rows:
@@ -427,7 +430,7 @@ def test_tvm_keras_gives_the_same_verdicts_batched(tmp_path, capsys) -> None:
     batched = _run(corpus, tmp_path / "batched.db", ["tvm-keras"], 8, capsys)
     assert _verdicts(tmp_path / "alone.db") == _verdicts(tmp_path / "batched.db")
     assert "decided in batches of up to 8 (tvm-keras)" in batched
-    decided = int(batched.split(" test(s) decided in batches")[0].rsplit("\n", 1)[-1])
+    decided = _decided(batched)
     assert decided >= 4
 
 
